@@ -1,0 +1,442 @@
+//! The program inside codemode's sandbox.
+//!
+//! The host calls `cm_run` once: the guest reads the boot frame, builds a Boa context, installs
+//! the prelude (console, namespaces, error classes, timers), starts the program and drains the
+//! job queue. It then *returns* with a status. Whenever the host has something for the program
+//! (a binding reply or a timer) it calls `cm_deliver`, which settles one promise, drains the
+//! queue and returns again. Between those calls the guest's stack is empty: the event loop
+//! belongs to the host.
+//!
+//! This crate must never decide anything the host relies on: budgets, byte accounting and
+//! validation of what leaves the sandbox are all re-done on the host.
+
+mod frames;
+mod host;
+mod jobs;
+mod json_in;
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::rc::Rc;
+
+use boa_engine::object::builtins::JsArray;
+use boa_engine::object::ObjectInitializer;
+use boa_engine::{
+    js_string, Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue,
+    NativeFunction, Source,
+};
+
+use frames::{Delivery, Outcome};
+
+/// `cm_run` / `cm_deliver` return values.
+const STATUS_DONE: u32 = 0;
+const STATUS_WAITING: u32 = 1;
+
+const PRELUDE: &str = include_str!("prelude.js");
+
+/// The program is compiled as this function, one line above the program's first line, so that
+/// line N of the program is line N + 1 of the script.
+const PROGRAM_PATH: &str = "program";
+
+struct Hooks {
+    settle: JsObject,
+    fire_timer: JsObject,
+    fail: JsObject,
+}
+
+/// What the natives called by the prelude record; kept apart from the context so that they can
+/// run while the context is executing.
+#[derive(Default)]
+struct Book {
+    calls_in_flight: BTreeSet<u32>,
+    timers_armed: BTreeSet<u32>,
+    done: bool,
+}
+
+thread_local! {
+    static CONTEXT: RefCell<Option<(Context, Hooks)>> = const { RefCell::new(None) };
+    static BOOK: RefCell<Book> = RefCell::new(Book::default());
+}
+
+fn finish(outcome: Outcome<'_>) {
+    let first = BOOK.with_borrow_mut(|book| !std::mem::replace(&mut book.done, true));
+    if first {
+        host::send_done(&frames::encode_done(&outcome));
+    }
+}
+
+fn arg_string(args: &[JsValue], index: usize) -> String {
+    args.get(index)
+        .and_then(JsValue::as_string)
+        .map(|s| s.to_std_string_lossy())
+        .unwrap_or_default()
+}
+
+fn arg_u32(args: &[JsValue], index: usize) -> u32 {
+    args.get(index)
+        .and_then(JsValue::as_number)
+        .map(|n| n as u32)
+        .unwrap_or(0)
+}
+
+fn native_log(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+    if !BOOK.with_borrow(|book| book.done) {
+        host::send_log(&arg_string(args, 0));
+    }
+    Ok(JsValue::undefined())
+}
+
+fn native_call(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+    let id = arg_u32(args, 0);
+    let frame = frames::encode_call(
+        &arg_string(args, 1),
+        &arg_string(args, 2),
+        &arg_string(args, 3),
+    );
+    let accepted = host::send_call(id, &frame);
+    if accepted {
+        BOOK.with_borrow_mut(|book| book.calls_in_flight.insert(id));
+    }
+    Ok(accepted.into())
+}
+
+fn native_timer_start(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+    let id = arg_u32(args, 0);
+    let delay = args.get(1).and_then(JsValue::as_number).unwrap_or(1.0);
+    BOOK.with_borrow_mut(|book| book.timers_armed.insert(id));
+    host::start_timer(id, delay);
+    Ok(JsValue::undefined())
+}
+
+fn native_timer_cancel(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+    let id = arg_u32(args, 0);
+    if BOOK.with_borrow_mut(|book| book.timers_armed.remove(&id)) {
+        host::cancel_timer(id);
+    }
+    Ok(JsValue::undefined())
+}
+
+fn native_done(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+    let kind = arg_u32(args, 0);
+    let payload = arg_string(args, 1);
+    let outcome = match kind {
+        0 => Outcome::Undefined,
+        1 => Outcome::Value(&payload),
+        3 => Outcome::InvalidOutput(&payload),
+        _ => Outcome::Exception {
+            message: &payload,
+            line: arg_u32(args, 2).saturating_sub(1),
+            column: arg_u32(args, 3),
+        },
+    };
+    finish(outcome);
+    Ok(JsValue::undefined())
+}
+
+/// Renders an error that escaped the prelude's own handlers (a limit Boa enforces, or a
+/// failure while installing), and ends the run with it.
+fn fail_uncaught(error: JsError, context: &mut Context, hooks: Option<&Hooks>) {
+    match (error.into_opaque(context), hooks) {
+        (Ok(value), Some(hooks)) => {
+            let _ = hooks.fail.call(&JsValue::undefined(), &[value], context);
+        }
+        (Ok(value), None) => {
+            let message = value
+                .to_string(context)
+                .map(|s| s.to_std_string_lossy())
+                .unwrap_or_else(|_| "program threw an unrenderable value".to_owned());
+            finish(Outcome::Exception {
+                message: &message,
+                line: 0,
+                column: 0,
+            });
+        }
+        (Err(uncatchable), _) => {
+            let message = uncatchable.to_string();
+            finish(Outcome::Exception {
+                message: &message,
+                line: 0,
+                column: 0,
+            });
+        }
+    }
+    // Whatever happened above, the run is over.
+    finish(Outcome::Exception {
+        message: "program threw an unrenderable value",
+        line: 0,
+        column: 0,
+    });
+}
+
+fn drain(context: &mut Context, hooks: &Hooks) -> u32 {
+    if let Err(error) = context.run_jobs() {
+        fail_uncaught(error, context, Some(hooks));
+    }
+    let (done, idle) = BOOK.with_borrow(|book| {
+        (
+            book.done,
+            book.calls_in_flight.is_empty() && book.timers_armed.is_empty(),
+        )
+    });
+    if done {
+        return STATUS_DONE;
+    }
+    if idle {
+        finish(Outcome::Exception {
+            message: "program is waiting on a promise that can never settle (no tool call is in flight and no timer is armed)",
+            line: 0,
+            column: 0,
+        });
+        return STATUS_DONE;
+    }
+    STATUS_WAITING
+}
+
+fn host_object(context: &mut Context) -> JsObject {
+    let mut init = ObjectInitializer::new(context);
+    init.function(NativeFunction::from_fn_ptr(native_log), js_string!("log"), 1)
+        .function(NativeFunction::from_fn_ptr(native_call), js_string!("call"), 4)
+        .function(
+            NativeFunction::from_fn_ptr(native_timer_start),
+            js_string!("timerStart"),
+            2,
+        )
+        .function(
+            NativeFunction::from_fn_ptr(native_timer_cancel),
+            js_string!("timerCancel"),
+            1,
+        )
+        .function(NativeFunction::from_fn_ptr(native_done), js_string!("done"), 4);
+    init.build()
+}
+
+fn get_fn(object: &JsObject, name: &str, context: &mut Context) -> JsResult<JsObject> {
+    object
+        .get(JsString::from(name), context)?
+        .as_object()
+        .ok_or_else(|| JsNativeError::typ().with_message(format!("prelude lacks {name}")).into())
+}
+
+fn namespace_descriptors(boot: &frames::Boot, context: &mut Context) -> JsResult<JsValue> {
+    let mut out = Vec::with_capacity(boot.namespaces.len());
+    for ns in &boot.namespaces {
+        let names: Vec<JsValue> = ns
+            .names
+            .iter()
+            .map(|n| JsValue::from(JsString::from(n.as_str())))
+            .collect();
+        let names = JsArray::from_iter(names, context);
+        let descriptor = JsObject::with_object_proto(context.intrinsics());
+        descriptor.set(
+            js_string!("global"),
+            JsString::from(ns.global.as_str()),
+            false,
+            context,
+        )?;
+        descriptor.set(js_string!("names"), names, false, context)?;
+        if let Some((class, member)) = &ns.error_class {
+            let pair = JsArray::from_iter(
+                [
+                    JsValue::from(JsString::from(class.as_str())),
+                    JsValue::from(JsString::from(member.as_str())),
+                ],
+                context,
+            );
+            descriptor.set(js_string!("errorClass"), pair, false, context)?;
+        }
+        out.push(JsValue::from(descriptor));
+    }
+    Ok(JsArray::from_iter(out, context).into())
+}
+
+/// Builds the context and the prelude. Everything here is the same for every run.
+fn new_context() -> JsResult<(Context, JsObject)> {
+    let mut context = Context::builder()
+        .job_executor(Rc::new(jobs::Queue::default()))
+        .build()?;
+    let init = context.eval(Source::from_bytes(PRELUDE).with_path(Path::new("codemode:prelude")))?;
+    let init = init
+        .as_object()
+        .ok_or_else(|| JsError::from(JsNativeError::typ().with_message("prelude is not a function")))?;
+    let host = host_object(&mut context);
+    let prelude = init.call(&JsValue::undefined(), &[host.into()], &mut context)?;
+    let prelude = prelude
+        .as_object()
+        .ok_or_else(|| JsError::from(JsNativeError::typ().with_message("prelude returned no API")))?;
+    Ok((context, prelude))
+}
+
+fn start(boot: &frames::Boot, context: &mut Context, prelude: &JsObject) -> JsResult<Hooks> {
+    let hooks = Hooks {
+        settle: get_fn(prelude, "settle", context)?,
+        fire_timer: get_fn(prelude, "fireTimer", context)?,
+        fail: get_fn(prelude, "fail", context)?,
+    };
+    let install = get_fn(prelude, "install", context)?;
+    let descriptors = namespace_descriptors(boot, context)?;
+    let installed = install.call(&JsValue::undefined(), &[descriptors], context)?;
+    let installed = installed
+        .as_object()
+        .ok_or_else(|| JsError::from(JsNativeError::typ().with_message("install returned nothing")))?;
+    let params = installed.get(js_string!("params"), context)?;
+    let values = installed.get(js_string!("values"), context)?;
+    let params = params
+        .as_object()
+        .ok_or_else(|| JsError::from(JsNativeError::typ().with_message("no params")))?;
+    let count = params.get(js_string!("length"), context)?.to_u32(context)?;
+    let mut names = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        names.push(params.get(i, context)?.to_string(context)?.to_std_string_lossy());
+    }
+    // Parameter names were checked as portable identifiers by the host before the run.
+    let source = format!(
+        "(async function ({}) {{'use strict';\n{}\n}})",
+        names.join(", "),
+        boot.program
+    );
+    let compiled = context.eval(Source::from_bytes(source.as_bytes()).with_path(Path::new(PROGRAM_PATH)));
+    match compiled {
+        Ok(main) => {
+            let start = get_fn(prelude, "start", context)?;
+            start.call(&JsValue::undefined(), &[main, values], context)?;
+        }
+        Err(error) => report_compile_error(error, context),
+    }
+    Ok(hooks)
+}
+
+/// A syntax error in the program (one the host's TypeScript pass did not already catch).
+fn report_compile_error(error: JsError, context: &mut Context) {
+    let message = match error.try_native(context) {
+        Ok(native) => format!("{}: {}", native.kind(), native.message()),
+        Err(_) => error.to_string(),
+    };
+    let (line, column) = syntax_position(&message);
+    finish(Outcome::Exception {
+        message: &message,
+        line: line.saturating_sub(1),
+        column,
+    });
+}
+
+/// Finds "line N, col M" in a Boa syntax error message.
+fn syntax_position(message: &str) -> (u32, u32) {
+    let Some(at) = message.rfind("line ") else {
+        return (0, 0);
+    };
+    let rest = &message[at + 5..];
+    let line: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let Some(col_at) = rest.find("col ") else {
+        return (0, 0);
+    };
+    let column: String = rest[col_at + 4..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    (line.parse().unwrap_or(0), column.parse().unwrap_or(0))
+}
+
+/// Entry point: evaluate the program and drain its jobs.
+#[no_mangle]
+pub extern "C" fn cm_run() -> u32 {
+    let Some(boot) = frames::decode_boot(&host::read_boot()) else {
+        finish(Outcome::Exception {
+            message: "malformed boot frame",
+            line: 0,
+            column: 0,
+        });
+        return STATUS_DONE;
+    };
+    let (mut context, prelude) = match new_context() {
+        Ok(pair) => pair,
+        Err(error) => {
+            let message = format!("sandbox failed to start: {error}");
+            finish(Outcome::Exception {
+                message: &message,
+                line: 0,
+                column: 0,
+            });
+            return STATUS_DONE;
+        }
+    };
+    let hooks = match start(&boot, &mut context, &prelude) {
+        Ok(hooks) => hooks,
+        Err(error) => {
+            fail_uncaught(error, &mut context, None);
+            return STATUS_DONE;
+        }
+    };
+    let status = drain(&mut context, &hooks);
+    CONTEXT.with_borrow_mut(|slot| *slot = Some((context, hooks)));
+    status
+}
+
+/// Delivers one reply or timer of `len` bytes (read with `reply_read`), then drains jobs.
+#[no_mangle]
+pub extern "C" fn cm_deliver(len: u32) -> u32 {
+    let bytes = host::read_reply(len);
+    let Some(mut state) = CONTEXT.with_borrow_mut(Option::take) else {
+        return STATUS_DONE;
+    };
+    let (context, hooks) = (&mut state.0, &state.1);
+    let outcome = match frames::decode_delivery(&bytes) {
+        Some(Delivery::Resolved { id, json }) => {
+            BOOK.with_borrow_mut(|book| book.calls_in_flight.remove(&id));
+            match json_in::parse(&json, context) {
+                Some(value) => hooks.settle.call(
+                    &JsValue::undefined(),
+                    &[id.into(), true.into(), value],
+                    context,
+                ),
+                None => hooks.settle.call(
+                    &JsValue::undefined(),
+                    &[
+                        id.into(),
+                        false.into(),
+                        js_string!("binding resolution must be lossless JSON").into(),
+                    ],
+                    context,
+                ),
+            }
+        }
+        Some(Delivery::Rejected { id, message }) => {
+            BOOK.with_borrow_mut(|book| book.calls_in_flight.remove(&id));
+            hooks.settle.call(
+                &JsValue::undefined(),
+                &[id.into(), false.into(), JsString::from(message.as_str()).into()],
+                context,
+            )
+        }
+        Some(Delivery::Timer { id }) => {
+            if BOOK.with_borrow_mut(|book| book.timers_armed.remove(&id)) {
+                hooks
+                    .fire_timer
+                    .call(&JsValue::undefined(), &[id.into()], context)
+            } else {
+                Ok(JsValue::undefined())
+            }
+        }
+        None => Ok(JsValue::undefined()),
+    };
+    if let Err(error) = outcome {
+        fail_uncaught(error, context, Some(hooks));
+    }
+    let status = drain(context, hooks);
+    CONTEXT.with_borrow_mut(|slot| *slot = Some(state));
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::syntax_position;
+
+    #[test]
+    fn finds_line_and_column_in_boa_messages() {
+        assert_eq!(
+            syntax_position("expected token ';', got 'x' at line 3, col 7"),
+            (3, 7)
+        );
+        assert_eq!(syntax_position("no position"), (0, 0));
+    }
+}

@@ -1,0 +1,616 @@
+// What the guest offers a program, written in the program's own language: the console shim and
+// its inspector, lossless JSON snapshots, the namespace objects and injected error classes, and
+// timers. It runs once, before the program, and captures every intrinsic it relies on so that a
+// program that mutates or deletes globals cannot change validation, transport or rendering.
+// It must never hold state the host relies on: the host re-validates everything it is sent.
+(function (host) {
+  'use strict';
+  const ObjectProto = Object.prototype;
+  const ArrayProto = Array.prototype;
+  const ErrorProto = Error.prototype;
+  const ErrorCtor = Error;
+  const TypeErrorCtor = TypeError;
+  const PromiseCtor = Promise;
+  const MapCtor = Map;
+  const SetCtor = Set;
+  const StringCtor = String;
+  const apply = Reflect.apply;
+  const ownKeys = Reflect.ownKeys;
+  const getOwn = Reflect.getOwnPropertyDescriptor;
+  const reflectGet = Reflect.get;
+  const getProto = Reflect.getPrototypeOf;
+  const defineProperty = Reflect.defineProperty;
+  const isArray = Array.isArray;
+  const freeze = Object.freeze;
+  const create = Object.create;
+  const objectIs = Object.is;
+  const isFinite = Number.isFinite;
+  const isInteger = Number.isInteger;
+  const quoteString = JSON.stringify;
+  const arrayJoin = ArrayProto.join;
+  const stringSlice = String.prototype.slice;
+  const stringIndexOf = String.prototype.indexOf;
+  const stringReplace = String.prototype.replace;
+  const stringRepeat = String.prototype.repeat;
+  const regexExec = RegExp.prototype.exec;
+  const mapGet = MapCtor.prototype.get;
+  const mapSet = MapCtor.prototype.set;
+  const mapDelete = MapCtor.prototype.delete;
+  const mapHas = MapCtor.prototype.has;
+  const mapForEach = MapCtor.prototype.forEach;
+  const mapSize = getOwn(MapCtor.prototype, 'size').get;
+  const setAdd = SetCtor.prototype.add;
+  const setHas = SetCtor.prototype.has;
+  const setDelete = SetCtor.prototype.delete;
+  const setForEach = SetCtor.prototype.forEach;
+  const setSize = getOwn(SetCtor.prototype, 'size').get;
+  const promiseThen = PromiseCtor.prototype.then;
+  const promiseReject = PromiseCtor.reject;
+  const promiseResolve = PromiseCtor.resolve;
+  const dateProto = Date.prototype;
+  const dateToISOString = dateProto.toISOString;
+  const dateGetTime = dateProto.getTime;
+  const regexpProto = RegExp.prototype;
+  const regexpToString = regexpProto.toString;
+  const functionToString = Function.prototype.toString;
+  const symbolToString = Symbol.prototype.toString;
+  const bigintToString = BigInt.prototype.toString;
+  const mapProto = MapCtor.prototype;
+  const setProto = SetCtor.prototype;
+  const promiseProto = PromiseCtor.prototype;
+  const stackGetter = (getOwn(ErrorProto, 'stack') || {}).get;
+  const hostLog = host.log;
+  const hostCall = host.call;
+  const hostTimerStart = host.timerStart;
+  const hostTimerCancel = host.timerCancel;
+  const hostDone = host.done;
+  const PROGRAM_FRAME = /\(program:(\d+):(\d+)\)/;
+
+  // Internal lists are null-prototype objects with a length counter, so that setters a program
+  // plants on Array.prototype never see them.
+  function list() {
+    const l = create(null);
+    l.n = 0;
+    return l;
+  }
+  function push(l, v) {
+    l[l.n] = v;
+    l.n += 1;
+  }
+  function pop(l) {
+    l.n -= 1;
+    const v = l[l.n];
+    l[l.n] = undefined;
+    return v;
+  }
+  function joinList(l, sep) {
+    const parts = [];
+    for (let i = 0; i < l.n; i += 1) {
+      defineProperty(parts, i, { value: l[i], writable: true, enumerable: true, configurable: true });
+    }
+    return apply(arrayJoin, parts, [sep]);
+  }
+
+  // ---- Lossless JSON snapshots -------------------------------------------------------------
+  // Accepts exactly the reference's lossless JSON: null, booleans, strings, finite numbers other
+  // than -0, dense ordinary arrays, plain or null-prototype objects with enumerable string keys.
+  // Shared acyclic references are copied; cycles, getters that throw and exotic objects fail.
+  // Each slot is read once. Returns the JSON text, or undefined when the value is not lossless.
+  const INDEX = /^(?:0|[1-9][0-9]*)$/;
+  function scalarText(v) {
+    switch (typeof v) {
+      case 'string':
+        return quoteString(v);
+      case 'number':
+        if (!isFinite(v) || objectIs(v, -0)) return undefined;
+        return StringCtor(v);
+      case 'boolean':
+        return v ? 'true' : 'false';
+      default:
+        return v === null ? 'null' : undefined;
+    }
+  }
+  function snapshot(root) {
+    const out = list();
+    const onPath = new SetCtor();
+    // Frames: { value, keys, index, isArray, length }
+    const frames = list();
+    let pending = root;
+    try {
+      for (;;) {
+        // Emit `pending` (a scalar, or open a container).
+        if (typeof pending !== 'object' || pending === null) {
+          const text = scalarText(pending);
+          if (text === undefined) return undefined;
+          push(out, text);
+        } else {
+          if (apply(setHas, onPath, [pending])) return undefined;
+          const proto = getProto(pending);
+          const keys = ownKeys(pending);
+          const frame = create(null);
+          frame.value = pending;
+          frame.keys = keys;
+          frame.index = 0;
+          if (isArray(pending)) {
+            if (proto !== ArrayProto) return undefined;
+            const lengthDesc = getOwn(pending, 'length');
+            const length = lengthDesc.value;
+            if (keys.length !== length + 1) return undefined;
+            for (let i = 0; i < keys.length; i += 1) {
+              const k = keys[i];
+              if (typeof k !== 'string') return undefined;
+              if (k === 'length') continue;
+              if (apply(regexExec, INDEX, [k]) === null || +k >= length) return undefined;
+            }
+            frame.isArray = true;
+            frame.length = length;
+            push(out, '[');
+          } else {
+            if (proto !== ObjectProto && proto !== null) return undefined;
+            for (let i = 0; i < keys.length; i += 1) {
+              const k = keys[i];
+              if (typeof k !== 'string') return undefined;
+              const desc = getOwn(pending, k);
+              if (desc === undefined || !desc.enumerable) return undefined;
+            }
+            frame.isArray = false;
+            push(out, '{');
+          }
+          apply(setAdd, onPath, [pending]);
+          push(frames, frame);
+        }
+        // Find the next slot to read, closing finished containers.
+        pending = undefined;
+        let found = false;
+        while (frames.n > 0) {
+          const frame = frames[frames.n - 1];
+          if (frame.isArray) {
+            if (frame.index < frame.length) {
+              const i = frame.index;
+              frame.index += 1;
+              if (i > 0) push(out, ',');
+              pending = reflectGet(frame.value, StringCtor(i));
+              if (getOwn(frame.value, 'length').value !== frame.length) return undefined;
+              found = true;
+              break;
+            }
+            push(out, ']');
+          } else {
+            if (frame.index < frame.keys.length) {
+              const k = frame.keys[frame.index];
+              if (frame.index > 0) push(out, ',');
+              frame.index += 1;
+              push(out, quoteString(k));
+              push(out, ':');
+              pending = reflectGet(frame.value, k);
+              found = true;
+              break;
+            }
+            push(out, '}');
+          }
+          apply(setDelete, onPath, [frame.value]);
+          pop(frames);
+        }
+        if (!found) break;
+      }
+    } catch (_) {
+      return undefined;
+    }
+    return joinList(out, '');
+  }
+
+  // ---- Inspection for the console ------------------------------------------------------------
+  // A compact rendering in the style of Node's util.inspect: depth 4, 100 array items, 10,000
+  // string characters. Depth-bounded, so plain recursion is safe.
+  const INSPECT_DEPTH = 4;
+  const MAX_ARRAY = 100;
+  const MAX_STRING = 10000;
+  const BREAK_LENGTH = 80;
+  const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+
+  const ESCAPED_DOUBLE = /\\"/g;
+  const SINGLE = /'/g;
+  function singleQuoted(text) {
+    const body = apply(stringSlice, quoteString(text), [1, -1]);
+    return "'" + apply(stringReplace, apply(stringReplace, body, [ESCAPED_DOUBLE, '"']), [SINGLE, "\\'"]) + "'";
+  }
+  function quoteInspect(s) {
+    let text = s;
+    let suffix = '';
+    if (text.length > MAX_STRING) {
+      suffix = `... ${text.length - MAX_STRING} more character${text.length - MAX_STRING > 1 ? 's' : ''}`;
+      text = apply(stringSlice, text, [0, MAX_STRING]);
+    }
+    const hasSingle = apply(stringIndexOf, text, ["'"]) !== -1;
+    const hasDouble = apply(stringIndexOf, text, ['"']) !== -1;
+    let quoted;
+    if (!hasSingle) {
+      quoted = singleQuoted(text);
+    } else if (!hasDouble) {
+      quoted = quoteString(text);
+    } else {
+      quoted = singleQuoted(text);
+    }
+    return quoted + suffix;
+  }
+
+  function keyText(k) {
+    if (typeof k === 'symbol') return '[' + apply(symbolToString, k, []) + ']';
+    return apply(regexExec, IDENT, [k]) !== null ? k : quoteInspect(k);
+  }
+
+  function functionText(f) {
+    let source = '';
+    try {
+      source = apply(functionToString, f, []);
+    } catch (_) {}
+    let name = '';
+    try {
+      const d = getOwn(f, 'name');
+      if (d && typeof d.value === 'string') name = d.value;
+    } catch (_) {}
+    if (apply(stringSlice, source, [0, 5]) === 'class') {
+      return name ? `[class ${name}]` : '[class (anonymous)]';
+    }
+    const kind = apply(stringSlice, source, [0, 5]) === 'async' ? 'AsyncFunction' : 'Function';
+    return name ? `[${kind}: ${name}]` : `[${kind} (anonymous)]`;
+  }
+
+  function errorText(e) {
+    let name = 'Error';
+    let message = '';
+    try {
+      name = StringCtor(e.name);
+      message = StringCtor(e.message);
+    } catch (_) {}
+    return message ? `${name}: ${message}` : name;
+  }
+
+  function isError(v) {
+    if (stackGetter === undefined) return false;
+    let p = v;
+    for (let i = 0; i < 10000 && p !== null; i += 1) {
+      if (p === ErrorProto) return true;
+      p = getProto(p);
+    }
+    return false;
+  }
+
+  function constructorName(v) {
+    let p = getProto(v);
+    while (p !== null) {
+      const d = getOwn(p, 'constructor');
+      if (d && typeof d.value === 'function') {
+        const n = getOwn(d.value, 'name');
+        if (n && typeof n.value === 'string' && n.value) return n.value;
+      }
+      p = getProto(p);
+    }
+    return null;
+  }
+
+  function reduce(entries, open, close, prefix, indent) {
+    const base = prefix ? prefix + ' ' : '';
+    if (entries.n === 0) return base + open + close;
+    let total = entries.n + indent + base.length + open.length;
+    let multiline = false;
+    for (let i = 0; i < entries.n; i += 1) {
+      total += entries[i].length;
+      if (apply(stringIndexOf, entries[i], ['\n']) !== -1) multiline = true;
+    }
+    if (!multiline && total + entries.n <= BREAK_LENGTH) {
+      return `${base}${open} ${joinList(entries, ', ')} ${close}`;
+    }
+    const pad = '\n' + apply(stringRepeat, ' ', [indent]);
+    return `${base}${open}${pad}  ${joinList(entries, ',' + pad + '  ')}${pad}${close}`;
+  }
+
+  function inspect(v, depth, seen, indent) {
+    switch (typeof v) {
+      case 'string':
+        return quoteInspect(v);
+      case 'number':
+        return objectIs(v, -0) ? '-0' : StringCtor(v);
+      case 'bigint':
+        return apply(bigintToString, v, []) + 'n';
+      case 'boolean':
+        return v ? 'true' : 'false';
+      case 'undefined':
+        return 'undefined';
+      case 'symbol':
+        return apply(symbolToString, v, []);
+      case 'function':
+        return functionText(v);
+      default:
+        break;
+    }
+    if (v === null) return 'null';
+    if (apply(setHas, seen, [v])) return '[Circular]';
+    try {
+      if (isError(v)) return errorText(v);
+      const proto = getProto(v);
+      if (proto === dateProto) {
+        const t = apply(dateGetTime, v, []);
+        return t === t ? apply(dateToISOString, v, []) : 'Invalid Date';
+      }
+      if (proto === regexpProto) return apply(regexpToString, v, []);
+      if (proto === promiseProto) return 'Promise { <pending> }';
+      if (depth > INSPECT_DEPTH) {
+        if (isArray(v)) return '[Array]';
+        const n = constructorName(v);
+        return n && n !== 'Object' ? `[${n}]` : '[Object]';
+      }
+      apply(setAdd, seen, [v]);
+      const entries = list();
+      let result;
+      if (proto === mapProto) {
+        apply(mapForEach, v, [(value, key) => {
+          push(entries, `${inspect(key, depth + 1, seen, indent + 2)} => ${inspect(value, depth + 1, seen, indent + 2)}`);
+        }]);
+        result = reduce(entries, '{', '}', `Map(${apply(mapSize, v, [])})`, indent);
+      } else if (proto === setProto) {
+        apply(setForEach, v, [(value) => {
+          push(entries, inspect(value, depth + 1, seen, indent + 2));
+        }]);
+        result = reduce(entries, '{', '}', `Set(${apply(setSize, v, [])})`, indent);
+      } else if (isArray(v)) {
+        const length = v.length;
+        let holes = 0;
+        const shown = length < MAX_ARRAY ? length : MAX_ARRAY;
+        for (let i = 0; i < shown; i += 1) {
+          if (getOwn(v, StringCtor(i)) === undefined) {
+            holes += 1;
+            continue;
+          }
+          if (holes > 0) {
+            push(entries, `<${holes} empty item${holes > 1 ? 's' : ''}>`);
+            holes = 0;
+          }
+          push(entries, inspect(v[i], depth + 1, seen, indent + 2));
+        }
+        if (holes > 0) push(entries, `<${holes} empty item${holes > 1 ? 's' : ''}>`);
+        if (length > MAX_ARRAY) {
+          const more = length - MAX_ARRAY;
+          push(entries, `... ${more} more item${more > 1 ? 's' : ''}`);
+        }
+        const keys = ownKeys(v);
+        for (let i = 0; i < keys.length; i += 1) {
+          const k = keys[i];
+          if (k === 'length' || (typeof k === 'string' && apply(regexExec, INDEX, [k]) !== null)) continue;
+          const d = getOwn(v, k);
+          if (!d || !d.enumerable) continue;
+          push(entries, `${keyText(k)}: ${'value' in d ? inspect(d.value, depth + 1, seen, indent + 2) : '[Getter]'}`);
+        }
+        result = reduce(entries, '[', ']', '', indent);
+      } else {
+        const keys = ownKeys(v);
+        for (let i = 0; i < keys.length; i += 1) {
+          const k = keys[i];
+          const d = getOwn(v, k);
+          if (!d || !d.enumerable) continue;
+          const shownValue = 'value' in d ? inspect(d.value, depth + 1, seen, indent + 2) : d.set ? '[Getter/Setter]' : '[Getter]';
+          push(entries, `${keyText(k)}: ${shownValue}`);
+        }
+        let prefix = '';
+        if (proto === null) prefix = '[Object: null prototype]';
+        else if (proto !== ObjectProto) {
+          const n = constructorName(v);
+          prefix = n === null ? '' : n === 'Object' ? '' : n;
+        }
+        result = reduce(entries, '{', '}', prefix, indent);
+      }
+      apply(setDelete, seen, [v]);
+      return result;
+    } catch (_) {
+      return '[object]';
+    }
+  }
+
+  function formatArgs(args) {
+    const parts = list();
+    for (let i = 0; i < args.length; i += 1) {
+      const a = args[i];
+      push(parts, typeof a === 'string' ? a : inspect(a, 1, new SetCtor(), 0));
+    }
+    return joinList(parts, ' ');
+  }
+
+  const consoleShim = create(null);
+  const methods = ['log', 'info', 'warn', 'error', 'debug'];
+  for (let i = 0; i < methods.length; i += 1) {
+    defineProperty(consoleShim, methods[i], {
+      value: function (...args) {
+        hostLog(formatArgs(args));
+      },
+      enumerable: true,
+    });
+  }
+  freeze(consoleShim);
+
+  // ---- Thrown values ---------------------------------------------------------------------------
+  function position(e) {
+    if (stackGetter === undefined) return [0, 0];
+    try {
+      const stack = apply(stackGetter, e, []);
+      if (typeof stack !== 'string') return [0, 0];
+      const m = apply(regexExec, PROGRAM_FRAME, [stack]);
+      if (m === null) return [0, 0];
+      return [+m[1], +m[2]];
+    } catch (_) {
+      return [0, 0];
+    }
+  }
+
+  function renderThrown(e) {
+    try {
+      if (typeof e === 'object' && e !== null && isError(e)) {
+        const where = position(e);
+        return [errorText(e), where[0], where[1]];
+      }
+      return [StringCtor(e), 0, 0];
+    } catch (_) {
+      return ['program threw an unrenderable value', 0, 0];
+    }
+  }
+
+  // ---- Bindings ---------------------------------------------------------------------------------
+  const pending = new MapCtor();
+  let nextCallId = 0;
+
+  function makeErrorClass(name, member) {
+    const C = class extends ErrorCtor {
+      constructor(message) {
+        super(message);
+      }
+    };
+    defineProperty(C, 'name', { value: name });
+    defineProperty(C.prototype, 'name', { value: name, writable: true, configurable: true });
+    return { ctor: C, member };
+  }
+
+  function bindingError(errorClass, memberName, message) {
+    if (errorClass === undefined) return new ErrorCtor(message);
+    const e = new errorClass.ctor(message);
+    defineProperty(e, errorClass.member, {
+      value: memberName,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
+    return e;
+  }
+
+  function makeBinding(global, name, errorClass) {
+    return function (args) {
+      const json = snapshot(args);
+      if (json === undefined) {
+        return apply(promiseReject, PromiseCtor, [bindingError(errorClass, name, 'binding arguments must be lossless JSON')]);
+      }
+      nextCallId += 1;
+      const id = nextCallId;
+      return new PromiseCtor((resolve, reject) => {
+        if (!hostCall(id, global, name, json)) {
+          reject(bindingError(errorClass, name, 'the host refused this call'));
+          return;
+        }
+        apply(mapSet, pending, [id, { resolve, reject, name, errorClass }]);
+      });
+    };
+  }
+
+  function settle(id, ok, payload) {
+    const entry = apply(mapGet, pending, [id]);
+    if (entry === undefined) return;
+    apply(mapDelete, pending, [id]);
+    if (ok) entry.resolve(payload);
+    else entry.reject(bindingError(entry.errorClass, entry.name, payload));
+  }
+
+  // ---- Timers -------------------------------------------------------------------------------------
+  const timers = new MapCtor();
+  let nextTimerId = 0;
+  function setTimeoutShim(callback, delay, ...args) {
+    if (typeof callback !== 'function') {
+      throw new TypeErrorCtor('The "callback" argument must be of type function');
+    }
+    let ms = +delay;
+    if (!(ms >= 1 && ms <= 2147483647)) ms = 1;
+    nextTimerId += 1;
+    const id = nextTimerId;
+    apply(mapSet, timers, [id, { callback, args }]);
+    hostTimerStart(id, ms);
+    return id;
+  }
+  function clearTimeoutShim(id) {
+    if (apply(mapHas, timers, [id])) {
+      apply(mapDelete, timers, [id]);
+      hostTimerCancel(id);
+    }
+  }
+  function fireTimer(id) {
+    const t = apply(mapGet, timers, [id]);
+    if (t === undefined) return;
+    apply(mapDelete, timers, [id]);
+    apply(t.callback, undefined, t.args);
+  }
+  function queueMicrotaskShim(callback) {
+    if (typeof callback !== 'function') {
+      throw new TypeErrorCtor('The "callback" argument must be of type function');
+    }
+    apply(promiseThen, apply(promiseResolve, PromiseCtor, []), [() => callback()]);
+  }
+  const globalNames = { setTimeout: setTimeoutShim, clearTimeout: clearTimeoutShim, queueMicrotask: queueMicrotaskShim };
+  const globalKeys = ['setTimeout', 'clearTimeout', 'queueMicrotask'];
+  for (let i = 0; i < globalKeys.length; i += 1) {
+    defineProperty(globalThis, globalKeys[i], {
+      value: globalNames[globalKeys[i]],
+      writable: true,
+      configurable: true,
+    });
+  }
+
+  // ---- Program lifecycle ----------------------------------------------------------------------------
+  // `namespaces`: [{ global, names: [..], errorClass: [name, member] | undefined }].
+  // Returns the parameter names and values the program function is called with.
+  function install(namespaces) {
+    const params = [];
+    const values = [];
+    let n = 0;
+    const classes = [];
+    for (let i = 0; i < namespaces.length; i += 1) {
+      const d = namespaces[i];
+      let errorClass;
+      if (d.errorClass !== undefined) {
+        errorClass = makeErrorClass(d.errorClass[0], d.errorClass[1]);
+        classes[classes.length] = [d.errorClass[0], errorClass.ctor];
+      }
+      const ns = create(null);
+      for (let j = 0; j < d.names.length; j += 1) {
+        defineProperty(ns, d.names[j], {
+          value: makeBinding(d.global, d.names[j], errorClass),
+          enumerable: true,
+        });
+      }
+      freeze(ns);
+      defineProperty(params, n, { value: d.global, writable: true, enumerable: true, configurable: true });
+      defineProperty(values, n, { value: ns, writable: true, enumerable: true, configurable: true });
+      n += 1;
+    }
+    for (let i = 0; i < classes.length; i += 1) {
+      defineProperty(params, n, { value: classes[i][0], writable: true, enumerable: true, configurable: true });
+      defineProperty(values, n, { value: classes[i][1], writable: true, enumerable: true, configurable: true });
+      n += 1;
+    }
+    defineProperty(params, n, { value: 'console', writable: true, enumerable: true, configurable: true });
+    defineProperty(values, n, { value: consoleShim, writable: true, enumerable: true, configurable: true });
+    return { params, values };
+  }
+
+  function complete(value) {
+    if (value === undefined) {
+      hostDone(0, '', 0, 0);
+      return;
+    }
+    const json = snapshot(value);
+    if (json === undefined) hostDone(3, 'program completion must be lossless JSON', 0, 0);
+    else hostDone(1, json, 0, 0);
+  }
+
+  function fail(error) {
+    const r = renderThrown(error);
+    hostDone(2, r[0], r[1], r[2]);
+  }
+
+  function start(main, values) {
+    let promise;
+    try {
+      promise = apply(main, undefined, values);
+    } catch (e) {
+      fail(e);
+      return;
+    }
+    apply(promiseThen, promise, [complete, fail]);
+  }
+
+  return freeze({ install, start, settle, fireTimer, fail, snapshot, inspect: formatArgs });
+});

@@ -1,0 +1,366 @@
+//! The host side of every guest import: the `codemode` bridge and the few WASI functions the
+//! guest links against. Architecture invariant: this is the only module that reads or writes
+//! guest memory, and it treats the guest as a hostile peer.
+//!
+//! Every pointer and length is bounds-checked against the guest's exported memory and every
+//! frame is size-capped before it is copied out; frames that do not decode are dropped without
+//! failing the run; nothing here panics or blocks. After the run has settled, calls, logs,
+//! timers and a second `done` are ignored.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use codemode_runtime::code::{FailureKind, RunFailure};
+use codemode_runtime::json;
+use codemode_runtime::ledger::{overflow_message, LogAdmission};
+use wasmtime::{Caller, Linker, Memory};
+
+use super::wire::{self, DoneFrame, DoneKind, CALL_ACCEPTED, CALL_IGNORED};
+use crate::run::{Outcome, RunState, Stop};
+
+/// Largest `call` frame copied out of the guest (arguments have no ledger cap, but a host must
+/// bound what it copies).
+const MAX_CALL_FRAME: usize = 256 * 1024 * 1024;
+/// Most calls in flight at once, and most timers armed at once, per run.
+pub const MAX_IN_FLIGHT: usize = 100_000;
+const MAX_TIMERS: usize = 100_000;
+
+const ERRNO_SUCCESS: i32 = 0;
+const ERRNO_BADF: i32 = 8;
+const ERRNO_FAULT: i32 = 21;
+const ERRNO_INVAL: i32 = 28;
+const ERRNO_NOSYS: i32 = 52;
+
+fn memory(caller: &Caller<'_, RunState>) -> Option<Memory> {
+    caller.data().memory
+}
+
+/// Copies `len` bytes at `ptr` out of guest memory, or `None` when out of bounds or over `cap`.
+fn read(caller: &Caller<'_, RunState>, ptr: u32, len: u32, cap: usize) -> Option<Vec<u8>> {
+    let len = len as usize;
+    if len > cap {
+        return None;
+    }
+    let data = memory(caller)?.data(caller);
+    let start = ptr as usize;
+    let end = start.checked_add(len)?;
+    data.get(start..end).map(<[u8]>::to_vec)
+}
+
+/// Writes `bytes` at `ptr` in guest memory; false when out of bounds.
+fn write(caller: &mut Caller<'_, RunState>, ptr: u32, bytes: &[u8]) -> bool {
+    let Some(memory) = memory(caller) else {
+        return false;
+    };
+    let data = memory.data_mut(caller);
+    let start = ptr as usize;
+    match start
+        .checked_add(bytes.len())
+        .and_then(|end| data.get_mut(start..end))
+    {
+        Some(slot) => {
+            slot.copy_from_slice(bytes);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Charges one log entry and keeps it; an overflow settles the run and stops the guest.
+pub(crate) fn admit_log(state: &mut RunState, text: &str) -> Result<(), Stop> {
+    if state.outcome.is_some() {
+        return Ok(());
+    }
+    match state.ledger.admit_log(text) {
+        LogAdmission::Whole => {
+            state.push_log(text.to_owned());
+            Ok(())
+        }
+        LogAdmission::Prefix(prefix) => {
+            state.push_log(prefix.to_owned());
+            state.settle_overflow();
+            Err(Stop::Settled)
+        }
+        LogAdmission::Nothing => {
+            state.settle_overflow();
+            Err(Stop::Settled)
+        }
+    }
+}
+
+fn log_entry_from(caller: &Caller<'_, RunState>, ptr: u32, len: u32) -> Option<String> {
+    // A log can only keep what still fits the ledger: every character costs at least one byte,
+    // so reading a little more than the remaining budget is enough to find the fitting prefix.
+    let remaining = caller.data().ledger.max().saturating_sub(caller.data().ledger.used());
+    let want = (len as u64).min(remaining.saturating_add(8)) as u32;
+    let bytes = read(caller, ptr, want, usize::MAX)?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn on_log(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Result<()> {
+    if caller.data().outcome.is_some() {
+        return Ok(());
+    }
+    let Some(text) = log_entry_from(&caller, ptr, len) else {
+        return Ok(());
+    };
+    admit_log(caller.data_mut(), &text).map_err(wasmtime::Error::new)
+}
+
+fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> u32 {
+    let state = caller.data();
+    if state.outcome.is_some()
+        || state.seen_call_ids.contains(&id)
+        || state.in_flight_count() >= MAX_IN_FLIGHT
+    {
+        return CALL_IGNORED;
+    }
+    let frame = read(&caller, ptr, len, MAX_CALL_FRAME);
+    let state = caller.data_mut();
+    // An id is spent by its first use, even when that use is malformed.
+    state.seen_call_ids.insert(id);
+    let Some(frame) = frame else {
+        return CALL_IGNORED;
+    };
+    let Some(call) = wire::decode_call(&frame) else {
+        return CALL_IGNORED;
+    };
+    let binding = state
+        .bindings
+        .get(call.global)
+        .and_then(|members| members.get(call.name))
+        .cloned();
+    let Some(binding) = binding else {
+        let message = format!("unknown binding \"{}.{}\"", call.global, call.name);
+        state.reject_now(id, call.global, call.name, &message);
+        return CALL_ACCEPTED;
+    };
+    match json::parse(call.args_json) {
+        Ok(args) => state.start_call(id, call.global, call.name, binding, args),
+        Err(_) => state.reject_now(
+            id,
+            call.global,
+            call.name,
+            "binding arguments must be lossless JSON",
+        ),
+    }
+    CALL_ACCEPTED
+}
+
+fn on_timer_start(mut caller: Caller<'_, RunState>, id: u32, delay_ms: f64) {
+    let state = caller.data_mut();
+    if state.outcome.is_some() || state.timer_count() >= MAX_TIMERS {
+        return;
+    }
+    let delay = if delay_ms.is_finite() && delay_ms > 0.0 {
+        Duration::from_secs_f64((delay_ms / 1000.0).min(crate::config::MAX_WALL_MS as f64))
+    } else {
+        Duration::ZERO
+    };
+    state.arm_timer(id, Instant::now() + delay);
+}
+
+fn on_timer_cancel(mut caller: Caller<'_, RunState>, id: u32) {
+    caller.data_mut().cancel_timer(id);
+}
+
+fn on_boot_len(caller: Caller<'_, RunState>) -> u32 {
+    caller.data().boot.len() as u32
+}
+
+fn on_boot_read(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> u32 {
+    let boot = std::mem::take(&mut caller.data_mut().boot);
+    let n = boot.len().min(len as usize);
+    let copied = if write(&mut caller, ptr, &boot[..n]) { n as u32 } else { 0 };
+    caller.data_mut().boot = boot;
+    copied
+}
+
+fn on_reply_read(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> u32 {
+    let delivery = std::mem::take(&mut caller.data_mut().delivery);
+    let n = delivery.len().min(len as usize);
+    let copied = if write(&mut caller, ptr, &delivery[..n]) {
+        n as u32
+    } else {
+        0
+    };
+    caller.data_mut().delivery = delivery;
+    copied
+}
+
+fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) {
+    if caller.data().outcome.is_some() {
+        return;
+    }
+    let max = caller.data().ledger.max();
+    // A value or message longer than the whole cap cannot fit; do not copy it to find out.
+    let cap = usize::try_from(max.saturating_add(64)).unwrap_or(usize::MAX);
+    if len as usize > cap {
+        caller.data_mut().settle_overflow();
+        return;
+    }
+    let Some(bytes) = read(&caller, ptr, len, cap) else {
+        return;
+    };
+    let Some(frame) = wire::decode_done(&bytes) else {
+        return;
+    };
+    let state = caller.data_mut();
+    let outcome = match frame {
+        DoneFrame::Undefined => Outcome::Value(None),
+        DoneFrame::Value(text) => match json::parse(text) {
+            Ok(value) if state.ledger.value_fits(&value) => Outcome::Value(Some(value)),
+            Ok(value) => {
+                json::drop_deep(value);
+                Outcome::Failure(RunFailure::new(
+                    FailureKind::OutputLimit,
+                    overflow_message(max),
+                ))
+            }
+            Err(_) => Outcome::Failure(RunFailure::new(
+                FailureKind::InvalidOutput,
+                "program completion must be lossless JSON",
+            )),
+        },
+        DoneFrame::Failure {
+            kind,
+            line,
+            column,
+            message,
+        } => match kind {
+            DoneKind::Exception => Outcome::Failure(
+                RunFailure::new(FailureKind::Exception, message).at(line, column),
+            ),
+            DoneKind::InvalidOutput => Outcome::Failure(RunFailure::new(
+                FailureKind::InvalidOutput,
+                "program completion must be lossless JSON",
+            )),
+            DoneKind::OutputLimit => {
+                Outcome::Failure(RunFailure::new(FailureKind::OutputLimit, overflow_message(max)))
+            }
+        },
+    };
+    state.settle(outcome);
+}
+
+fn on_output_limit(mut caller: Caller<'_, RunState>) {
+    caller.data_mut().settle_overflow();
+}
+
+// ---- WASI preview 1: the handful of functions the guest links, over an empty world ----------
+
+fn wasi_fd_write(
+    mut caller: Caller<'_, RunState>,
+    fd: i32,
+    iovs: u32,
+    iovs_len: u32,
+    nwritten: u32,
+) -> wasmtime::Result<i32> {
+    if fd != 1 && fd != 2 {
+        return Ok(ERRNO_BADF);
+    }
+    if iovs_len > 1024 {
+        return Ok(ERRNO_INVAL);
+    }
+    let Some(table) = read(&caller, iovs, iovs_len.saturating_mul(8), usize::MAX) else {
+        return Ok(ERRNO_FAULT);
+    };
+    let mut chunk = Vec::new();
+    let mut total: u32 = 0;
+    let limit = caller.data().ledger.max().saturating_add(8);
+    for entry in table.chunks_exact(8) {
+        let ptr = u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]);
+        let len = u32::from_le_bytes([entry[4], entry[5], entry[6], entry[7]]);
+        total = total.saturating_add(len);
+        let want = (len as u64).min(limit.saturating_sub(chunk.len() as u64)) as u32;
+        let Some(bytes) = read(&caller, ptr, want, usize::MAX) else {
+            return Ok(ERRNO_FAULT);
+        };
+        chunk.extend_from_slice(&bytes);
+    }
+    if !write(&mut caller, nwritten, &total.to_le_bytes()) {
+        return Ok(ERRNO_FAULT);
+    }
+    if chunk.is_empty() || caller.data().outcome.is_some() {
+        return Ok(ERRNO_SUCCESS);
+    }
+    let text = String::from_utf8_lossy(&chunk).into_owned();
+    admit_log(caller.data_mut(), &text).map_err(wasmtime::Error::new)?;
+    Ok(ERRNO_SUCCESS)
+}
+
+fn wasi_environ_sizes_get(mut caller: Caller<'_, RunState>, count: u32, size: u32) -> i32 {
+    if write(&mut caller, count, &0u32.to_le_bytes()) && write(&mut caller, size, &0u32.to_le_bytes()) {
+        ERRNO_SUCCESS
+    } else {
+        ERRNO_FAULT
+    }
+}
+
+fn wasi_environ_get(_caller: Caller<'_, RunState>, _environ: u32, _buf: u32) -> i32 {
+    ERRNO_SUCCESS
+}
+
+fn wasi_clock_time_get(mut caller: Caller<'_, RunState>, id: i32, _precision: i64, out: u32) -> i32 {
+    let nanos: u64 = match id {
+        0 => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+        1 | 2 | 3 => caller.data().started.elapsed().as_nanos() as u64,
+        _ => return ERRNO_INVAL,
+    };
+    if write(&mut caller, out, &nanos.to_le_bytes()) {
+        ERRNO_SUCCESS
+    } else {
+        ERRNO_FAULT
+    }
+}
+
+fn wasi_random_get(mut caller: Caller<'_, RunState>, buf: u32, len: u32) -> i32 {
+    if len > 1024 * 1024 {
+        return ERRNO_INVAL;
+    }
+    let bytes = caller.data_mut().random_bytes(len as usize);
+    if write(&mut caller, buf, &bytes) {
+        ERRNO_SUCCESS
+    } else {
+        ERRNO_FAULT
+    }
+}
+
+fn wasi_poll_oneoff(_caller: Caller<'_, RunState>, _a: u32, _b: u32, _c: u32, _d: u32) -> i32 {
+    // A sandbox has nothing to poll; blocking waits go through the host's event loop instead.
+    ERRNO_NOSYS
+}
+
+fn wasi_sched_yield(_caller: Caller<'_, RunState>) -> i32 {
+    ERRNO_SUCCESS
+}
+
+fn wasi_proc_exit(_caller: Caller<'_, RunState>, code: i32) -> wasmtime::Result<()> {
+    Err(wasmtime::Error::new(Stop::Exit(code)))
+}
+
+/// Defines every guest import on `linker`.
+pub fn define(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
+    const M: &str = "codemode";
+    linker.func_wrap(M, "boot_len", on_boot_len)?;
+    linker.func_wrap(M, "boot_read", on_boot_read)?;
+    linker.func_wrap(M, "reply_read", on_reply_read)?;
+    linker.func_wrap(M, "log", on_log)?;
+    linker.func_wrap(M, "call", on_call)?;
+    linker.func_wrap(M, "timer_start", on_timer_start)?;
+    linker.func_wrap(M, "timer_cancel", on_timer_cancel)?;
+    linker.func_wrap(M, "done", on_done)?;
+    linker.func_wrap(M, "output_limit", on_output_limit)?;
+    const W: &str = "wasi_snapshot_preview1";
+    linker.func_wrap(W, "fd_write", wasi_fd_write)?;
+    linker.func_wrap(W, "environ_sizes_get", wasi_environ_sizes_get)?;
+    linker.func_wrap(W, "environ_get", wasi_environ_get)?;
+    linker.func_wrap(W, "clock_time_get", wasi_clock_time_get)?;
+    linker.func_wrap(W, "random_get", wasi_random_get)?;
+    linker.func_wrap(W, "poll_oneoff", wasi_poll_oneoff)?;
+    linker.func_wrap(W, "sched_yield", wasi_sched_yield)?;
+    linker.func_wrap(W, "proc_exit", wasi_proc_exit)?;
+    Ok(())
+}

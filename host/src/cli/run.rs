@@ -1,0 +1,163 @@
+//! `codemode run`: one program, the built-in tools, the result for people or as JSON.
+
+use std::io::{IsTerminal, Read, Write};
+
+use codemode_host::builtins;
+use codemode_host::{Budgets, WasmCodeRuntime};
+use codemode_runtime::code::{CodeRuntime, RunFailure, RunRequest, RunResult};
+use codemode_runtime::json;
+use codemode_runtime::signal::AbortController;
+use serde_json::{Map, Value};
+
+use super::{RunArgs, EXIT_OK, EXIT_PROGRAM_FAILED, EXIT_USAGE};
+
+fn read_program(args: &RunArgs) -> Result<String, String> {
+    match &args.file {
+        Some(path) if path.as_os_str() != "-" => std::fs::read_to_string(path)
+            .map_err(|e| format!("codemode: cannot read {}: {e}", path.display())),
+        _ => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| format!("codemode: cannot read standard input: {e}"))?;
+            Ok(text)
+        }
+    }
+}
+
+/// The `--json` document: exactly one object.
+pub fn json_document(result: &RunResult) -> Value {
+    let mut doc = Map::new();
+    doc.insert(
+        "logs".into(),
+        Value::Array(result.logs.iter().cloned().map(Value::String).collect()),
+    );
+    if let Some(error) = &result.error {
+        doc.insert("error".into(), failure_json(error));
+    } else if let Some(value) = &result.value {
+        doc.insert("result".into(), value.clone());
+    }
+    Value::Object(doc)
+}
+
+fn failure_json(f: &RunFailure) -> Value {
+    let mut e = Map::new();
+    e.insert("kind".into(), Value::String(f.kind.as_str().into()));
+    e.insert("message".into(), Value::String(f.message.clone()));
+    if let Some(cause) = f.cause {
+        e.insert("cause".into(), Value::String(cause.as_str().into()));
+    }
+    if let Some(line) = f.line {
+        e.insert("line".into(), line.into());
+    }
+    if let Some(column) = f.column {
+        e.insert("column".into(), column.into());
+    }
+    Value::Object(e)
+}
+
+fn pretty(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_else(|_| json::to_string(other)),
+    }
+}
+
+fn print_human(result: &RunResult, program: &str) {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for line in &result.logs {
+        let _ = writeln!(out, "{line}");
+    }
+    if let Some(value) = &result.value {
+        let _ = writeln!(out, "{}", pretty(value));
+    }
+    let _ = out.flush();
+    if let Some(error) = &result.error {
+        let color = std::io::stderr().is_terminal();
+        let (red, bold, reset) = if color {
+            ("\x1b[31m", "\x1b[1m", "\x1b[0m")
+        } else {
+            ("", "", "")
+        };
+        let cause = error.cause.map(|c| format!(", {}", c.as_str())).unwrap_or_default();
+        let place = match (error.line, error.column) {
+            (Some(l), Some(c)) => format!(" at {l}:{c}"),
+            (Some(l), None) => format!(" at line {l}"),
+            _ => String::new(),
+        };
+        eprintln!("{red}{bold}error ({}{cause}){place}:{reset}{red} {}{reset}", error.kind, error.message);
+        if let Some(line) = error.line {
+            if let Some(text) = program.lines().nth(line.saturating_sub(1) as usize) {
+                eprintln!("{:>5} | {text}", line);
+                if let Some(col) = error.column {
+                    let pad: String = text
+                        .chars()
+                        .take(col.saturating_sub(1) as usize)
+                        .map(|c| if c == '\t' { '\t' } else { ' ' })
+                        .collect();
+                    eprintln!("      | {pad}{red}^{reset}");
+                }
+            }
+        }
+    }
+}
+
+pub async fn run(args: RunArgs) -> u8 {
+    let program = match read_program(&args) {
+        Ok(p) => p,
+        Err(message) => {
+            eprintln!("{message}");
+            return EXIT_USAGE;
+        }
+    };
+    if !args.root.is_dir() {
+        eprintln!("codemode: --root {} is not a directory", args.root.display());
+        return EXIT_USAGE;
+    }
+    let budgets = Budgets {
+        compute_ms: args.compute_ms,
+        wall_ms: args.wall_ms,
+        max_output_bytes: args.max_output_bytes,
+        memory_mb: args.memory_mb,
+    };
+    let runtime = match WasmCodeRuntime::new(budgets) {
+        Ok(r) => r,
+        Err(error) => {
+            eprintln!("{error}");
+            return EXIT_USAGE;
+        }
+    };
+    let interrupt = AbortController::new();
+    let signal = interrupt.signal();
+    let request = RunRequest {
+        program: program.clone(),
+        bindings: vec![builtins::namespace(args.root.clone())],
+        signal: Some(signal),
+    };
+    let run = runtime.run(request);
+    tokio::pin!(run);
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut run => break outcome,
+            Ok(()) = tokio::signal::ctrl_c() => interrupt.abort("interrupted"),
+        }
+    };
+    let result = match outcome {
+        Ok(result) => result,
+        Err(rejection) => {
+            eprintln!("{rejection}");
+            return EXIT_USAGE;
+        }
+    };
+    if args.json {
+        println!("{}", json::to_string(&json_document(&result)));
+    } else {
+        print_human(&result, &program);
+    }
+    if result.error.is_some() {
+        EXIT_PROGRAM_FAILED
+    } else {
+        EXIT_OK
+    }
+}

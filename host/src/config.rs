@@ -1,0 +1,148 @@
+//! Budgets for a runtime: what one run may spend, checked once when the runtime is built.
+
+use std::time::Duration;
+
+use codemode_runtime::ledger::MIN_OUTPUT_BYTES;
+
+/// Fuel the guest burns per millisecond of Boa compute on the reference machine. Measured with
+/// `codemode bench` (`fuel_per_ms`): a hot loop of mixed JSON, string and array work burns
+/// 4.6–7.6 M fuel per ms; the middle of that range is used, so `compute_ms` is a close, and
+/// above all deterministic, measure of busy time.
+pub const FUEL_PER_MS: u64 = 5_000_000;
+
+/// Node clamps timers above this; the reference keeps the same ceiling for the wall clock.
+pub const MAX_WALL_MS: u64 = 2_147_483_647;
+
+/// Budgets of every run of one runtime. Defaults are the design's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budgets {
+    /// Busy time a program may spend computing (time waiting on tools is free).
+    pub compute_ms: u64,
+    /// Wall-clock ceiling for a whole run, waits included.
+    pub wall_ms: u64,
+    /// Output cap: exact JSON bytes of logs plus value or diagnostic.
+    pub max_output_bytes: u64,
+    /// Linear memory ceiling of the sandbox.
+    pub memory_mb: u64,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Self {
+            compute_ms: 60_000,
+            wall_ms: 600_000,
+            max_output_bytes: 64 * 1024 * 1024,
+            memory_mb: 512,
+        }
+    }
+}
+
+/// A budget that cannot be used, with the reference's wording.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("codemode: config.{key} {problem}")]
+pub struct BudgetError {
+    pub key: &'static str,
+    pub problem: String,
+}
+
+impl Budgets {
+    /// Checks every budget; the first unusable one is reported.
+    pub fn validate(&self) -> Result<(), BudgetError> {
+        let positive = |key: &'static str, v: u64| {
+            if v == 0 {
+                Err(BudgetError {
+                    key,
+                    problem: format!("must be a positive number, got {v}"),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        positive("computeMs", self.compute_ms)?;
+        positive("maxWallMs", self.wall_ms)?;
+        positive("memoryMb", self.memory_mb)?;
+        if self.wall_ms > MAX_WALL_MS {
+            return Err(BudgetError {
+                key: "maxWallMs",
+                problem: format!("must be at most {MAX_WALL_MS}, got {}", self.wall_ms),
+            });
+        }
+        if self.max_output_bytes < MIN_OUTPUT_BYTES || self.max_output_bytes > (1 << 53) {
+            return Err(BudgetError {
+                key: "maxOutputBytes",
+                problem: format!(
+                    "must be a safe integer of at least {MIN_OUTPUT_BYTES}, got {}",
+                    self.max_output_bytes
+                ),
+            });
+        }
+        if self.memory_mb > 4096 {
+            return Err(BudgetError {
+                key: "memoryMb",
+                problem: format!(
+                    "must be at most 4096 (wasm32 addresses 4 GiB), got {}",
+                    self.memory_mb
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn fuel(&self) -> u64 {
+        self.compute_ms.saturating_mul(FUEL_PER_MS)
+    }
+
+    pub fn wall(&self) -> Duration {
+        Duration::from_millis(self.wall_ms)
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        (self.memory_mb as usize).saturating_mul(1024 * 1024)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_designs() {
+        let b = Budgets::default();
+        assert_eq!(b.compute_ms, 60_000);
+        assert_eq!(b.wall_ms, 600_000);
+        assert_eq!(b.max_output_bytes, 67_108_864);
+        assert_eq!(b.memory_mb, 512);
+        assert!(b.validate().is_ok());
+    }
+
+    #[test]
+    fn unusable_budgets_are_named() {
+        let bad = Budgets {
+            compute_ms: 0,
+            ..Budgets::default()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            "codemode: config.computeMs must be a positive number, got 0"
+        );
+        let wall = Budgets {
+            wall_ms: MAX_WALL_MS,
+            ..Budgets::default()
+        };
+        assert!(wall.validate().is_ok());
+        let wall = Budgets {
+            wall_ms: MAX_WALL_MS + 1,
+            ..Budgets::default()
+        };
+        assert!(wall.validate().unwrap_err().to_string().contains("at most 2147483647"));
+        let out = Budgets {
+            max_output_bytes: 3,
+            ..Budgets::default()
+        };
+        assert!(out
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("must be a safe integer of at least 4"));
+    }
+}

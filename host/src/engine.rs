@@ -1,0 +1,192 @@
+//! The process-wide wasmtime engine and the guest module, compiled once per process.
+//!
+//! Compiling Boa with Cranelift takes seconds, so the compiled module is cached on disk, keyed
+//! by the guest's hash and the engine's configuration (fuel and epoch instrumentation are baked
+//! into machine code). A cache entry carries its own length and checksum; a stale, truncated or
+//! corrupt entry is detected, recompiled and rewritten. The epoch ticker that enforces wall
+//! clocks lives here too: one thread per process, ticking every millisecond.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, Module};
+
+/// The guest module, built by `build.rs`.
+pub const GUEST_WASM: &[u8] = include_bytes!(env!("CODEMODE_GUEST_WASM"));
+const GUEST_SHA256: &str = env!("CODEMODE_GUEST_SHA256");
+
+/// One epoch tick. Wall-clock checks inside running wasm happen at this granularity.
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// Native stack for wasm frames: Boa's parser and interpreter recurse deeply on nested input.
+const MAX_WASM_STACK: usize = 4 * 1024 * 1024;
+
+/// A failure to set up the engine or the module; nothing can run without them.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("codemode: the sandbox engine is unavailable: {0}")]
+pub struct EngineError(pub String);
+
+pub struct Shared {
+    pub engine: Engine,
+    pub module: Module,
+    /// Where the compiled module came from, for diagnostics and benchmarks.
+    pub module_source: ModuleSource,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModuleSource {
+    Compiled,
+    DiskCache,
+}
+
+fn config() -> Config {
+    let mut config = Config::new();
+    config
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(MAX_WASM_STACK)
+        .async_stack_size(MAX_WASM_STACK + 512 * 1024)
+        .cranelift_opt_level(wasmtime::OptLevel::Speed);
+    config
+}
+
+static SHARED: OnceLock<Result<Shared, EngineError>> = OnceLock::new();
+
+/// The engine and compiled guest, created on first use.
+pub fn shared() -> Result<&'static Shared, EngineError> {
+    SHARED
+        .get_or_init(|| {
+            let engine = Engine::new(&config()).map_err(|e| EngineError(format!("{e:#}")))?;
+            let (module, module_source) = load_module(&engine)?;
+            start_ticker(engine.clone());
+            Ok(Shared {
+                engine,
+                module,
+                module_source,
+            })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+fn start_ticker(engine: Engine) {
+    let spawned = std::thread::Builder::new()
+        .name("codemode-epoch".into())
+        .spawn(move || loop {
+            std::thread::sleep(EPOCH_TICK);
+            engine.increment_epoch();
+        });
+    if let Err(error) = spawned {
+        // Without the ticker wall clocks are still enforced around waits, and fuel still bounds
+        // compute; only a hot loop's wall-clock kill would be late.
+        tracing::error!("codemode: could not start the epoch ticker: {error}");
+    }
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("CODEMODE_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(dir).join("codemode"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("codemode"))
+}
+
+fn cache_path(engine: &Engine) -> Option<PathBuf> {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    let key = format!("guest-{}-{:016x}.cwasm", &GUEST_SHA256[..16], hasher.finish());
+    cache_dir().map(|d| d.join(key))
+}
+
+/// Trailer appended to a cache entry: payload length and CRC-32, little-endian.
+const TRAILER: usize = 12;
+
+fn checksum(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
+}
+
+fn read_cached(engine: &Engine, path: &Path) -> Option<Module> {
+    let bytes = std::fs::read(path).ok()?;
+    if bytes.len() < TRAILER {
+        return None;
+    }
+    let (payload, trailer) = bytes.split_at(bytes.len() - TRAILER);
+    let len = u64::from_le_bytes(trailer[..8].try_into().ok()?);
+    let sum = u32::from_le_bytes(trailer[8..].try_into().ok()?);
+    if len != payload.len() as u64 || sum != checksum(payload) {
+        return None;
+    }
+    // SAFETY: `deserialize` trusts its input to be machine code wasmtime produced. This entry
+    // was written by `write_cached` below from `Module::serialize` of this very engine
+    // configuration (the file name carries the configuration hash and the guest hash), and its
+    // length and checksum were verified just above, so it is byte for byte what wasmtime wrote.
+    // wasmtime additionally checks its own header and version and refuses a mismatch.
+    unsafe { Module::deserialize(engine, payload).ok() }
+}
+
+fn write_cached(module: &Module, path: &Path) {
+    let Ok(mut payload) = module.serialize() else {
+        return;
+    };
+    let len = payload.len() as u64;
+    let sum = checksum(&payload);
+    payload.extend_from_slice(&len.to_le_bytes());
+    payload.extend_from_slice(&sum.to_le_bytes());
+    let Some(dir) = path.parent() else {
+        return;
+    };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    // Write then rename, so a reader never sees half an entry.
+    let tmp = dir.join(format!(".{}.{}.tmp", std::process::id(), len));
+    if std::fs::write(&tmp, &payload).is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+fn load_module(engine: &Engine) -> Result<(Module, ModuleSource), EngineError> {
+    let path = cache_path(engine);
+    if let Some(path) = &path {
+        if let Some(module) = read_cached(engine, path) {
+            return Ok((module, ModuleSource::DiskCache));
+        }
+    }
+    let module = Module::new(engine, GUEST_WASM).map_err(|e| EngineError(format!("{e:#}")))?;
+    if let Some(path) = &path {
+        write_cached(&module, path);
+    }
+    Ok((module, ModuleSource::Compiled))
+}
+
+/// Compiles a module (a hostile test guest, say) with the shared engine.
+pub fn compile(bytes: &[u8]) -> Result<Module, EngineError> {
+    let shared = shared()?;
+    Module::new(&shared.engine, bytes).map_err(|e| EngineError(format!("{e:#}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupt_cache_entries_are_refused() {
+        let shared = shared().expect("engine");
+        let dir = std::env::temp_dir().join(format!("codemode-cache-test-{}", std::process::id()));
+        let path = dir.join("entry.cwasm");
+        write_cached(&shared.module, &path);
+        assert!(read_cached(&shared.engine, &path).is_some());
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(read_cached(&shared.engine, &path).is_none());
+        std::fs::write(&path, &bytes[..100]).unwrap();
+        assert!(read_cached(&shared.engine, &path).is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,15 @@
+//! codemode's wasm sandbox: TypeScript programs run in a fresh Boa-in-wasm instance per run,
+//! under fuel, epoch, memory and output budgets, calling host bindings through a validated
+//! bridge. The `codemode` binary (src/main.rs) wires this crate to the CLI.
+
+mod bridge;
+pub mod builtins;
+pub mod config;
+mod engine;
+mod run;
+mod runtime;
+pub mod strip;
+
+pub use config::{BudgetError, Budgets, FUEL_PER_MS};
+pub use engine::{EngineError, GUEST_WASM};
+pub use runtime::{SetupError, WasmCodeRuntime};

@@ -1,0 +1,547 @@
+//! One run: a fresh store and instance, the host-driven event loop, and settlement.
+//!
+//! The guest returns to the host whenever it waits. The host then waits (burning no fuel) for
+//! the next binding completion or timer, delivers it, and calls back in. In-flight binding
+//! futures live in this run's own task. Exactly one outcome wins: the first `done`, overflow,
+//! trap, abort or deadline settles the run and everything after it is ignored. A run never
+//! returns before every binding call it started has finished.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::time::Instant;
+
+use codemode_runtime::code::{
+    BindingFn, BindingNamespace, CallOutcome, CallRecord, FailureCause, FailureKind, RunFailure,
+    RunResult,
+};
+use codemode_runtime::json;
+use codemode_runtime::ledger::{fit_failure, overflow_message, Ledger};
+use codemode_runtime::signal::{AbortController, AbortSignal};
+use futures::stream::{FuturesUnordered, StreamExt};
+use serde_json::Value;
+use wasmtime::{InstancePre, Memory, ResourceLimiter, Store, Trap, UpdateDeadline};
+
+use crate::bridge::wire;
+use crate::config::Budgets;
+
+/// Fuel between cooperative yields of a busy guest (about 2 ms of compute).
+const YIELD_FUEL: u64 = 10_000_000;
+
+/// Why the host stopped a guest; carried through wasmtime as the error of a trap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The run already has its outcome.
+    Settled,
+    Aborted(String),
+    Wall,
+    Exit(i32),
+    Memory,
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Settled => f.write_str("run settled"),
+            Stop::Aborted(reason) => write!(f, "aborted: {reason}"),
+            Stop::Wall => f.write_str("wall-clock ceiling reached"),
+            Stop::Exit(code) => write!(f, "guest exited with code {code}"),
+            Stop::Memory => f.write_str("memory limit exceeded"),
+        }
+    }
+}
+
+impl std::error::Error for Stop {}
+
+pub enum Outcome {
+    Value(Option<Value>),
+    Failure(RunFailure),
+}
+
+type CallFuture = futures::future::BoxFuture<'static, (u32, Result<Value, String>)>;
+
+struct MemoryLimiter {
+    max: usize,
+    hit: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max {
+            self.hit = true;
+            return Err(wasmtime::Error::new(Stop::Memory));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+}
+
+/// Everything a run's imports can see. Owned by the run's `Store`.
+pub struct RunState {
+    pub(crate) memory: Option<Memory>,
+    pub(crate) boot: Vec<u8>,
+    pub(crate) delivery: Vec<u8>,
+    pub(crate) bindings: HashMap<String, HashMap<String, BindingFn>>,
+    pub(crate) seen_call_ids: HashSet<u32>,
+    pub(crate) ledger: Ledger,
+    pub(crate) outcome: Option<Outcome>,
+    pub(crate) started: Instant,
+    logs: Vec<String>,
+    in_flight: FuturesUnordered<CallFuture>,
+    /// Deliveries ready now (refusals decided at call time), in order.
+    ready: VecDeque<Vec<u8>>,
+    timers: BTreeSet<(Instant, u32)>,
+    timer_deadlines: HashMap<u32, Instant>,
+    calls: Vec<CallRecord>,
+    call_slots: HashMap<u32, usize>,
+    /// Fires when the run settles, telling running bindings to stop.
+    call_controller: AbortController,
+    limiter: MemoryLimiter,
+    control: AbortSignal,
+    deadline: Instant,
+    random_state: std::collections::hash_map::RandomState,
+    random_counter: u64,
+}
+
+impl RunState {
+    pub(crate) fn push_log(&mut self, text: String) {
+        self.logs.push(text);
+    }
+
+    pub(crate) fn in_flight_count(&self) -> usize {
+        self.in_flight.len() + self.ready.len()
+    }
+
+    pub(crate) fn timer_count(&self) -> usize {
+        self.timer_deadlines.len()
+    }
+
+    pub(crate) fn settle(&mut self, outcome: Outcome) {
+        if self.outcome.is_none() {
+            self.outcome = Some(outcome);
+            self.call_controller.abort("run settled");
+        }
+    }
+
+    pub(crate) fn settle_overflow(&mut self) {
+        self.ledger.overflow();
+        let max = self.ledger.max();
+        self.settle(Outcome::Failure(RunFailure::new(
+            FailureKind::OutputLimit,
+            overflow_message(max),
+        )));
+    }
+
+    fn record_call(&mut self, id: u32, global: &str, name: &str) {
+        self.call_slots.insert(id, self.calls.len());
+        self.calls.push(CallRecord {
+            global: global.to_owned(),
+            name: name.to_owned(),
+            outcome: CallOutcome::Abandoned,
+        });
+    }
+
+    fn finish_call(&mut self, id: u32, outcome: CallOutcome) {
+        if let Some(&slot) = self.call_slots.get(&id) {
+            if let Some(record) = self.calls.get_mut(slot) {
+                record.outcome = outcome;
+            }
+        }
+    }
+
+    pub(crate) fn reject_now(&mut self, id: u32, global: &str, name: &str, message: &str) {
+        self.record_call(id, global, name);
+        self.finish_call(id, CallOutcome::Rejected);
+        self.ready.push_back(wire::encode_rejected(id, message));
+    }
+
+    pub(crate) fn start_call(&mut self, id: u32, global: &str, name: &str, f: BindingFn, args: Value) {
+        self.record_call(id, global, name);
+        let signal = self.call_controller.signal();
+        // The call starts now (not when the program awaits it), so `Promise.all` overlaps.
+        let future = f(args, signal);
+        self.in_flight
+            .push(Box::pin(async move { (id, future.await) }));
+    }
+
+    pub(crate) fn arm_timer(&mut self, id: u32, at: Instant) {
+        self.cancel_timer(id);
+        self.timers.insert((at, id));
+        self.timer_deadlines.insert(id, at);
+    }
+
+    pub(crate) fn cancel_timer(&mut self, id: u32) {
+        if let Some(at) = self.timer_deadlines.remove(&id) {
+            self.timers.remove(&(at, id));
+        }
+    }
+
+    pub(crate) fn random_bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len + 8);
+        while out.len() < len {
+            let mut h = self.random_state.build_hasher();
+            h.write_u64(self.random_counter);
+            self.random_counter = self.random_counter.wrapping_add(1);
+            out.extend_from_slice(&h.finish().to_le_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// Whether running wasm must stop now, checked on every epoch tick.
+    fn interruption(&self) -> Option<Stop> {
+        if self.outcome.is_some() {
+            return Some(Stop::Settled);
+        }
+        if let Some(reason) = self.control.reason() {
+            return Some(Stop::Aborted(reason));
+        }
+        if Instant::now() >= self.deadline {
+            return Some(Stop::Wall);
+        }
+        None
+    }
+
+    /// Turns the result of a completed binding into the delivery the guest will read.
+    fn delivery_for(&mut self, id: u32, result: Result<Value, String>) -> Vec<u8> {
+        match result {
+            Ok(value) if json::is_lossless(&value) => {
+                self.finish_call(id, CallOutcome::Resolved);
+                let text = json::to_string(&value);
+                json::drop_deep(value);
+                wire::encode_resolved(id, &text)
+            }
+            Ok(value) => {
+                json::drop_deep(value);
+                self.finish_call(id, CallOutcome::Rejected);
+                wire::encode_rejected(id, "binding resolution must be lossless JSON")
+            }
+            Err(message) => {
+                self.finish_call(id, CallOutcome::Rejected);
+                wire::encode_rejected(id, &message)
+            }
+        }
+    }
+}
+
+/// What the event loop does next.
+enum Next {
+    Deliver(Vec<u8>),
+    Stop(Stop),
+    NeverSettles,
+}
+
+async fn next_event(state: &mut RunState) -> Next {
+    if let Some(frame) = state.ready.pop_front() {
+        return Next::Deliver(frame);
+    }
+    if state.in_flight.is_empty() && state.timers.is_empty() {
+        return Next::NeverSettles;
+    }
+    let next_timer = state.timers.first().copied();
+    let control = state.control.clone();
+    let deadline = tokio::time::Instant::from_std(state.deadline);
+    let timer_at = next_timer
+        .map(|(at, _)| tokio::time::Instant::from_std(at))
+        .unwrap_or(deadline);
+    tokio::select! {
+        biased;
+        reason = control.aborted() => Next::Stop(Stop::Aborted(reason)),
+        () = tokio::time::sleep_until(deadline) => Next::Stop(Stop::Wall),
+        Some((id, result)) = state.in_flight.next(), if !state.in_flight.is_empty() => {
+            Next::Deliver(state.delivery_for(id, result))
+        }
+        () = tokio::time::sleep_until(timer_at), if next_timer.is_some() => {
+            let Some((at, id)) = next_timer else { return Next::NeverSettles };
+            state.timers.remove(&(at, id));
+            state.timer_deadlines.remove(&id);
+            Next::Deliver(wire::encode_timer(id))
+        }
+    }
+}
+
+/// The failure a stopped or trapped guest becomes.
+fn failure_from_error(error: &wasmtime::Error, budgets: &Budgets, memory_hit: bool) -> RunFailure {
+    if let Some(stop) = error.downcast_ref::<Stop>() {
+        return failure_from_stop(stop, budgets);
+    }
+    if memory_hit {
+        return failure_from_stop(&Stop::Memory, budgets);
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => RunFailure::new(
+            FailureKind::Timeout,
+            format!("compute budget exhausted ({}ms busy)", budgets.compute_ms),
+        )
+        .with_cause(FailureCause::Compute),
+        Some(Trap::StackOverflow) => RunFailure::new(
+            FailureKind::WorkerExit,
+            "sandbox stack exhausted: the program or a value nests too deeply",
+        )
+        .with_cause(FailureCause::Stack),
+        Some(Trap::MemoryOutOfBounds) => RunFailure::new(
+            FailureKind::WorkerExit,
+            "sandbox stack exhausted (out-of-bounds access): the program or a value nests too deeply",
+        )
+        .with_cause(FailureCause::Stack),
+        Some(Trap::Interrupt) => RunFailure::new(
+            FailureKind::Timeout,
+            format!("wall-clock ceiling reached ({}ms)", budgets.wall_ms),
+        )
+        .with_cause(FailureCause::Wall),
+        Some(trap) => RunFailure::new(
+            FailureKind::WorkerExit,
+            format!("worker error: sandbox trapped: {trap}"),
+        )
+        .with_cause(FailureCause::Trap),
+        None => RunFailure::new(FailureKind::WorkerExit, format!("worker error: {error:#}"))
+            .with_cause(FailureCause::Trap),
+    }
+}
+
+pub(crate) fn failure_from_stop(stop: &Stop, budgets: &Budgets) -> RunFailure {
+    match stop {
+        Stop::Aborted(reason) => RunFailure::new(FailureKind::Abort, reason.clone()),
+        Stop::Wall => RunFailure::new(
+            FailureKind::Timeout,
+            format!("wall-clock ceiling reached ({}ms)", budgets.wall_ms),
+        )
+        .with_cause(FailureCause::Wall),
+        Stop::Exit(code) => RunFailure::new(
+            FailureKind::WorkerExit,
+            format!("worker exited with code {code} before completing"),
+        )
+        .with_cause(FailureCause::Trap),
+        Stop::Memory => RunFailure::new(
+            FailureKind::WorkerExit,
+            format!("memory limit exceeded ({} MiB)", budgets.memory_mb),
+        )
+        .with_cause(FailureCause::Memory),
+        Stop::Settled => RunFailure::new(FailureKind::WorkerExit, "worker exited before completing")
+            .with_cause(FailureCause::Trap),
+    }
+}
+
+/// A failure that never reached a sandbox, passed through the same ledger.
+pub(crate) fn failure_before_start(failure: RunFailure, budgets: &Budgets) -> RunResult {
+    finalize(Vec::new(), Ledger::new(budgets.max_output_bytes), Outcome::Failure(failure), Vec::new())
+}
+
+/// Assembles the result so that logs plus value or message always fit the output cap.
+fn finalize(mut logs: Vec<String>, ledger: Ledger, outcome: Outcome, calls: Vec<CallRecord>) -> RunResult {
+    let max = ledger.max();
+    match outcome {
+        Outcome::Value(value) if !ledger.overflowed() => RunResult {
+            value,
+            logs,
+            error: None,
+            calls,
+        },
+        Outcome::Value(_) => {
+            let mut message = overflow_message(max);
+            fit_failure(&mut logs, &mut message, max);
+            RunResult {
+                value: None,
+                logs,
+                error: Some(RunFailure::new(FailureKind::OutputLimit, message)),
+                calls,
+            }
+        }
+        Outcome::Failure(mut failure) => {
+            if ledger.overflowed() || !ledger.message_fits(&failure.message) {
+                failure = RunFailure::new(FailureKind::OutputLimit, overflow_message(max));
+            }
+            fit_failure(&mut logs, &mut failure.message, max);
+            RunResult {
+                value: None,
+                logs,
+                error: Some(failure),
+                calls,
+            }
+        }
+    }
+}
+
+fn exact_bindings(bindings: &[BindingNamespace]) -> HashMap<String, HashMap<String, BindingFn>> {
+    bindings
+        .iter()
+        .map(|ns| {
+            let members = ns
+                .functions
+                .iter()
+                .map(|(name, f)| (name.clone(), f.clone()))
+                .collect();
+            (ns.global.clone(), members)
+        })
+        .collect()
+}
+
+/// Runs already-stripped JavaScript `program` in a fresh instance of `pre`.
+pub(crate) async fn execute(
+    engine: &wasmtime::Engine,
+    pre: &InstancePre<RunState>,
+    budgets: &Budgets,
+    program: &str,
+    bindings: &[BindingNamespace],
+    control: AbortSignal,
+) -> RunResult {
+    let started = Instant::now();
+    let boot_namespaces: Vec<wire::BootNamespace<'_>> = bindings
+        .iter()
+        .map(|ns| wire::BootNamespace {
+            global: &ns.global,
+            names: ns.functions.keys().map(String::as_str).collect(),
+            error_class: ns
+                .error_class
+                .as_ref()
+                .map(|c| (c.name.as_str(), c.member_name_property.as_str())),
+        })
+        .collect();
+    let state = RunState {
+        memory: None,
+        boot: wire::encode_boot(program, &boot_namespaces),
+        delivery: Vec::new(),
+        bindings: exact_bindings(bindings),
+        seen_call_ids: HashSet::new(),
+        ledger: Ledger::new(budgets.max_output_bytes),
+        outcome: None,
+        started,
+        logs: Vec::new(),
+        in_flight: FuturesUnordered::new(),
+        ready: VecDeque::new(),
+        timers: BTreeSet::new(),
+        timer_deadlines: HashMap::new(),
+        calls: Vec::new(),
+        call_slots: HashMap::new(),
+        call_controller: AbortController::new(),
+        limiter: MemoryLimiter {
+            max: budgets.memory_bytes(),
+            hit: false,
+        },
+        control,
+        deadline: started + budgets.wall(),
+        random_state: Default::default(),
+        random_counter: 0,
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    let configured = store
+        .set_fuel(budgets.fuel())
+        .and_then(|()| store.fuel_async_yield_interval(Some(YIELD_FUEL)));
+    if let Err(error) = configured {
+        return failure_before_start(
+            RunFailure::new(FailureKind::WorkerExit, format!("worker error: {error:#}")),
+            budgets,
+        );
+    }
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|ctx| match ctx.data().interruption() {
+        Some(stop) => Err(wasmtime::Error::new(stop)),
+        None => Ok(UpdateDeadline::Yield(1)),
+    });
+
+    let mut result = drive(&mut store, pre, budgets).await;
+    if let Err(failure) = result.take_failure() {
+        store.data_mut().settle(Outcome::Failure(failure));
+    }
+    if store.data().outcome.is_none() {
+        store.data_mut().settle(Outcome::Failure(
+            RunFailure::new(FailureKind::WorkerExit, "worker exited before completing")
+                .with_cause(FailureCause::Trap),
+        ));
+    }
+    let mut state = store.into_data();
+    // Never abandon a started call: the run settled (and told them to stop); wait for them.
+    let in_flight = std::mem::take(&mut state.in_flight);
+    in_flight
+        .for_each(|(_, result)| {
+            if let Ok(value) = result {
+                json::drop_deep(value);
+            }
+            std::future::ready(())
+        })
+        .await;
+    let outcome = state.outcome.take().unwrap_or(Outcome::Value(None));
+    finalize(std::mem::take(&mut state.logs), state.ledger.clone(), outcome, std::mem::take(&mut state.calls))
+}
+
+/// The outcome of driving the guest: `Ok` when the guest settled the run itself (or a stop
+/// already settled it), `Err` with the failure the host decided.
+struct Driven(Result<(), RunFailure>);
+
+impl Driven {
+    fn take_failure(&mut self) -> Result<(), RunFailure> {
+        std::mem::replace(&mut self.0, Ok(()))
+    }
+}
+
+async fn drive(store: &mut Store<RunState>, pre: &InstancePre<RunState>, budgets: &Budgets) -> Driven {
+    let fail = |failure: RunFailure| Driven(Err(failure));
+    let instance = match pre.instantiate_async(&mut *store).await {
+        Ok(instance) => instance,
+        Err(error) => return fail(failure_from_error(&error, budgets, store.data().limiter.hit)),
+    };
+    store.data_mut().memory = instance.get_memory(&mut *store, "memory");
+    let run = instance.get_typed_func::<(), u32>(&mut *store, "cm_run");
+    let deliver = instance.get_typed_func::<u32, u32>(&mut *store, "cm_deliver");
+    let (Ok(run), Ok(deliver)) = (run, deliver) else {
+        return fail(
+            RunFailure::new(
+                FailureKind::WorkerExit,
+                "worker error: the sandbox module lacks its entry points",
+            )
+            .with_cause(FailureCause::Trap),
+        );
+    };
+    let mut status = run.call_async(&mut *store, ()).await;
+    loop {
+        let code = match status {
+            Ok(code) => code,
+            Err(error) => {
+                if store.data().outcome.is_some() {
+                    return Driven(Ok(()));
+                }
+                let hit = store.data().limiter.hit;
+                return fail(failure_from_error(&error, budgets, hit));
+            }
+        };
+        if store.data().outcome.is_some() {
+            return Driven(Ok(()));
+        }
+        if code != wire::STATUS_WAITING {
+            return fail(
+                RunFailure::new(
+                    FailureKind::WorkerExit,
+                    "worker exited with code 0 before completing",
+                )
+                .with_cause(FailureCause::Trap),
+            );
+        }
+        match next_event(store.data_mut()).await {
+            Next::Deliver(frame) => {
+                let len = frame.len() as u32;
+                store.data_mut().delivery = frame;
+                status = deliver.call_async(&mut *store, len).await;
+            }
+            Next::Stop(stop) => return fail(failure_from_stop(&stop, budgets)),
+            Next::NeverSettles => {
+                return fail(RunFailure::new(
+                    FailureKind::Exception,
+                    "program is waiting on a promise that can never settle (no tool call is in flight and no timer is armed)",
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! `WasmCodeRuntime`: the `CodeRuntime` service over a fresh Boa-in-wasm instance per run.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use codemode_runtime::code::{
+    validate_bindings, BoxFuture, CodeRuntime, FailureKind, RunFailure, RunRejection, RunRequest,
+    RunResult,
+};
+use codemode_runtime::signal::{AbortController, AbortSignal};
+use tokio::sync::Notify;
+use wasmtime::{InstancePre, Linker, Module};
+
+use crate::bridge::imports;
+use crate::config::{BudgetError, Budgets};
+use crate::engine::{self, EngineError};
+use crate::run::{self, RunState};
+use crate::strip::strip_types;
+
+/// Why a runtime could not be built.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+struct Inner {
+    engine: wasmtime::Engine,
+    pre: InstancePre<RunState>,
+    budgets: Budgets,
+    disposed: AtomicBool,
+    dispose: AbortController,
+    live: Mutex<usize>,
+    drained: Notify,
+}
+
+/// Runs TypeScript programs, each in a brand-new wasm instance, under the runtime's budgets.
+/// Cheap to clone; clones share budgets, live runs and disposal.
+#[derive(Clone)]
+pub struct WasmCodeRuntime {
+    inner: Arc<Inner>,
+}
+
+/// Counts a run as live until dropped, so that `dispose` can wait for every one.
+struct LiveGuard(Arc<Inner>);
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        let mut live = self.0.live.lock().unwrap_or_else(|p| p.into_inner());
+        *live = live.saturating_sub(1);
+        if *live == 0 {
+            self.0.drained.notify_waiters();
+        }
+    }
+}
+
+fn instance_pre(module: &Module) -> Result<InstancePre<RunState>, EngineError> {
+    let shared = engine::shared()?;
+    let mut linker = Linker::new(&shared.engine);
+    imports::define(&mut linker).map_err(|e| EngineError(format!("{e:#}")))?;
+    linker
+        .instantiate_pre(module)
+        .map_err(|e| EngineError(format!("{e:#}")))
+}
+
+impl WasmCodeRuntime {
+    /// A runtime over the built-in guest. The guest is compiled once per process (or loaded
+    /// from the on-disk cache).
+    pub fn new(budgets: Budgets) -> Result<Self, SetupError> {
+        budgets.validate()?;
+        let shared = engine::shared()?;
+        let pre = instance_pre(&shared.module)?;
+        Ok(Self::from_parts(shared.engine.clone(), pre, budgets))
+    }
+
+    /// A runtime over another guest module (WAT or wasm bytes) speaking the same bridge, for
+    /// testing the host against hostile guests.
+    pub fn with_guest_module(bytes: &[u8], budgets: Budgets) -> Result<Self, SetupError> {
+        budgets.validate()?;
+        let module = engine::compile(bytes)?;
+        let pre = instance_pre(&module)?;
+        let shared = engine::shared()?;
+        Ok(Self::from_parts(shared.engine.clone(), pre, budgets))
+    }
+
+    fn from_parts(engine: wasmtime::Engine, pre: InstancePre<RunState>, budgets: Budgets) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                engine,
+                pre,
+                budgets,
+                disposed: AtomicBool::new(false),
+                dispose: AbortController::new(),
+                live: Mutex::new(0),
+                drained: Notify::new(),
+            }),
+        }
+    }
+
+    pub fn budgets(&self) -> &Budgets {
+        &self.inner.budgets
+    }
+
+    /// Runs live right now.
+    pub fn live_runs(&self) -> usize {
+        *self.inner.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn run_program(&self, request: RunRequest) -> Result<RunResult, RunRejection> {
+        let inner = &self.inner;
+        if inner.disposed.load(Ordering::SeqCst) {
+            return Err(RunRejection::Disposed);
+        }
+        validate_bindings(&request.bindings)?;
+        {
+            let mut live = inner.live.lock().unwrap_or_else(|p| p.into_inner());
+            *live += 1;
+        }
+        let _guard = LiveGuard(inner.clone());
+        let budgets = &inner.budgets;
+        let mut sources = vec![inner.dispose.signal()];
+        sources.extend(request.signal.iter().cloned());
+        let control = AbortSignal::any(&sources);
+        if let Some(reason) = control.reason() {
+            return Ok(run::failure_before_start(
+                RunFailure::new(FailureKind::Abort, reason),
+                budgets,
+            ));
+        }
+        let program = match strip_types(&request.program) {
+            Ok(program) => program,
+            Err(error) => {
+                return Ok(run::failure_before_start(
+                    RunFailure::new(FailureKind::Exception, error.message).at(error.line, error.column),
+                    budgets,
+                ))
+            }
+        };
+        Ok(run::execute(&inner.engine, &inner.pre, budgets, &program, &request.bindings, control).await)
+    }
+}
+
+impl CodeRuntime for WasmCodeRuntime {
+    fn language(&self) -> &str {
+        "typescript"
+    }
+
+    fn isolation(&self) -> &str {
+        "wasm"
+    }
+
+    fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunResult, RunRejection>> {
+        Box::pin(self.run_program(request))
+    }
+
+    fn dispose(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            inner.disposed.store(true, Ordering::SeqCst);
+            inner.dispose.abort("runtime disposed");
+            loop {
+                let notified = inner.drained.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if self.live_runs() == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        })
+    }
+}

@@ -1,0 +1,155 @@
+//! TypeScript to JavaScript by erasing types (swc's strip-only mode), positions preserved.
+//!
+//! The program is the *body* of an async function, so it is wrapped in one before stripping
+//! (top-level `return` and `await` would not parse otherwise) and the wrapper is sliced back off.
+//! Types become spaces, so every line and column of the output is the line and column the model
+//! wrote. Syntax that needs code generation (`enum`, runtime `namespace`, parameter properties,
+//! `import =`, legacy `<T>x` casts, decorators) is refused with its position, before any sandbox
+//! is created.
+
+use std::sync::{Arc, Mutex};
+
+use swc_common::errors::{DiagnosticBuilder, Emitter, Handler};
+use swc_common::sync::Lrc;
+use swc_common::{SourceMap, GLOBALS};
+use swc_ts_fast_strip::{operate, Mode, Options};
+
+const PREFIX: &str = "async function __codemode_program__() {\n";
+const SUFFIX: &str = "\n}";
+
+/// A program the stripper refused: a syntax error or a construct it cannot erase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StripError {
+    pub message: String,
+    /// 1-based, in the program as written (0 when unknown).
+    pub line: u32,
+    /// 1-based, in characters (0 when unknown).
+    pub column: u32,
+}
+
+#[derive(Clone, Default)]
+struct Collected(Arc<Mutex<Vec<(String, Option<swc_common::Span>)>>>);
+
+impl Emitter for Collected {
+    fn emit(&mut self, db: &mut DiagnosticBuilder<'_>) {
+        let entry = (db.message(), db.span.primary_span());
+        if let Ok(mut list) = self.0.lock() {
+            list.push(entry);
+        }
+    }
+}
+
+/// Erases the types of `program` (a function body). Returns JavaScript of the same shape.
+pub fn strip_types(program: &str) -> Result<String, StripError> {
+    let wrapped = format!("{PREFIX}{program}{SUFFIX}");
+    let cm: Lrc<SourceMap> = Default::default();
+    let collected = Collected::default();
+    let handler = Handler::with_emitter(false, false, Box::new(collected.clone()));
+    let options = Options {
+        module: Some(false),
+        filename: Some("program.ts".into()),
+        mode: Mode::StripOnly,
+        ..Default::default()
+    };
+    let result = GLOBALS.set(&Default::default(), || {
+        operate(&cm, &handler, wrapped.clone(), options)
+    });
+    match result {
+        Ok(output) => {
+            let code = output.code;
+            if code.len() >= PREFIX.len() + SUFFIX.len()
+                && code.starts_with(PREFIX)
+                && code.ends_with(SUFFIX)
+            {
+                Ok(code[PREFIX.len()..code.len() - SUFFIX.len()].to_owned())
+            } else {
+                // Stripping keeps positions, so the wrapper always survives intact; if it did not,
+                // refuse rather than run something else.
+                Err(StripError {
+                    message: "TypeScript stripping changed the program's shape".into(),
+                    line: 0,
+                    column: 0,
+                })
+            }
+        }
+        Err(error) => {
+            let diagnostics = collected.0.lock().map(|l| l.clone()).unwrap_or_default();
+            let first = diagnostics.into_iter().next();
+            let (message, span) = match first {
+                Some((message, span)) => (message, span),
+                None => (error.message, None),
+            };
+            let (line, column) = span
+                .map(|span| {
+                    let loc = cm.lookup_char_pos(span.lo);
+                    (loc.line as u32, loc.col.0 as u32 + 1)
+                })
+                .unwrap_or((0, 0));
+            // Line 1 of the wrapped text is the wrapper; a position on it (or past the program)
+            // is reported at the nearest program line.
+            let program_lines = program.lines().count().max(1) as u32;
+            let line = if line == 0 {
+                0
+            } else {
+                (line.saturating_sub(1)).clamp(1, program_lines)
+            };
+            Err(StripError {
+                message: describe(&message),
+                line,
+                column,
+            })
+        }
+    }
+}
+
+fn describe(message: &str) -> String {
+    let message = message.trim();
+    if message.is_empty() {
+        "TypeScript syntax error".into()
+    } else {
+        message.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn erases_types_and_keeps_positions() {
+        let ts = "const x: number = 1;\ninterface A { b: string }\nreturn x as number;";
+        let js = strip_types(ts).expect("erasable");
+        assert_eq!(js.len(), ts.len());
+        assert_eq!(js.lines().count(), ts.lines().count());
+        assert!(js.starts_with("const x"));
+        assert!(!js.contains("number"));
+        assert!(js.contains("return x"));
+    }
+
+    #[test]
+    fn top_level_await_and_return_are_allowed() {
+        assert!(strip_types("const v = await Promise.resolve(1);\nreturn v;").is_ok());
+    }
+
+    #[test]
+    fn enums_are_refused_with_their_position() {
+        let err = strip_types("const a = 1;\n  enum Color { Red }\nreturn a;").unwrap_err();
+        assert!(err.message.to_lowercase().contains("enum"), "{}", err.message);
+        assert_eq!(err.line, 2);
+        assert_eq!(err.column, 3);
+    }
+
+    #[test]
+    fn syntax_errors_carry_line_and_column() {
+        let err = strip_types("const a = 1;\nconst = ;\n").unwrap_err();
+        assert_eq!(err.line, 2, "{err:?}");
+        assert!(err.column >= 1);
+    }
+
+    #[test]
+    fn namespaces_and_parameter_properties_are_refused() {
+        assert!(strip_types("namespace N { export const x = 1 }").is_err());
+        assert!(strip_types("class A { constructor(private x: number) {} }").is_err());
+        assert!(strip_types("declare namespace D { const x: number }\nreturn 1;").is_ok());
+    }
+}

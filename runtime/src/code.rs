@@ -1,0 +1,406 @@
+//! The code-runtime contract: what an agent host hands a sandbox and what it gets back.
+//!
+//! A [`CodeRuntime`] runs one program per [`RunRequest`]. Every program outcome *resolves* as a
+//! [`RunResult`] with the failure as a field; `run` returns `Err` only for misuse of the seam
+//! (after disposal, or with invalid binding declarations, see [`validate_bindings`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::signal::AbortSignal;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A host function the program can call as `global.name(args)`. It takes one lossless JSON
+/// value and resolves with one, or rejects with a message the program sees on its error. The
+/// signal fires when the run settles while the call is still running: the runtime then waits
+/// for the call to finish (it never abandons a started call), so a binding should stop early.
+pub type BindingFn =
+    Arc<dyn Fn(Value, AbortSignal) -> BoxFuture<'static, Result<Value, String>> + Send + Sync>;
+
+/// Wraps an async closure as a [`BindingFn`].
+pub fn binding<F, Fut>(f: F) -> BindingFn
+where
+    F: Fn(Value, AbortSignal) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, String>> + Send + 'static,
+{
+    Arc::new(move |args, signal| Box::pin(f(args, signal)))
+}
+
+/// The class a namespace's rejections are instances of, e.g. `ToolCallError` with `toolName`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorClass {
+    pub name: String,
+    pub member_name_property: String,
+}
+
+/// One program-visible object, `global`, whose members are host functions.
+#[derive(Clone)]
+pub struct BindingNamespace {
+    pub global: String,
+    /// Member names are arbitrary strings (`__proto__` and `constructor` included).
+    pub functions: BTreeMap<String, BindingFn>,
+    pub error_class: Option<ErrorClass>,
+}
+
+impl fmt::Debug for BindingNamespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BindingNamespace")
+            .field("global", &self.global)
+            .field("functions", &self.functions.keys().collect::<Vec<_>>())
+            .field("error_class", &self.error_class)
+            .finish()
+    }
+}
+
+/// One program to run. There are deliberately no tuning knobs here: budgets are the runtime's
+/// configuration.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    /// The body of an async TypeScript function (top-level `await` and `return` work).
+    pub program: String,
+    pub bindings: Vec<BindingNamespace>,
+    /// Fires to abort the run; the result is then a failure of kind `abort` with its reason.
+    pub signal: Option<AbortSignal>,
+}
+
+/// What a run produced. `value` is absent when the run failed or returned `undefined`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    pub logs: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<RunFailure>,
+    /// Every binding call the program started, in start order, with how it ended; a caller can
+    /// tell from it whether a retry would repeat side effects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<CallRecord>,
+}
+
+/// How one binding call ended, seen from the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRecord {
+    pub global: String,
+    pub name: String,
+    pub outcome: CallOutcome,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallOutcome {
+    /// The binding resolved.
+    Resolved,
+    /// The binding rejected, or the call was refused before it ran.
+    Rejected,
+    /// The run ended while the binding was still running; it was aborted and awaited.
+    Abandoned,
+}
+
+/// Why a run failed. The kinds keep the reference's strings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFailure {
+    pub kind: FailureKind,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<FailureCause>,
+    /// 1-based line in the TypeScript the model wrote (exceptions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// 1-based column in the TypeScript the model wrote (exceptions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+}
+
+impl RunFailure {
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            cause: None,
+            line: None,
+            column: None,
+        }
+    }
+
+    pub fn with_cause(mut self, cause: FailureCause) -> Self {
+        self.cause = Some(cause);
+        self
+    }
+
+    pub fn at(mut self, line: u32, column: u32) -> Self {
+        if line > 0 {
+            self.line = Some(line);
+            self.column = (column > 0).then_some(column);
+        }
+        self
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// The program threw, or failed to parse or type-strip.
+    Exception,
+    /// A budget expired; the message says which.
+    Timeout,
+    /// The request's signal fired (or the runtime was disposed).
+    Abort,
+    /// The sandbox died without settling (memory, stack, a trap).
+    WorkerExit,
+    /// The completion value was not lossless JSON.
+    InvalidOutput,
+    /// Logs plus value or diagnostic exceeded the output cap.
+    OutputLimit,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exception => "exception",
+            Self::Timeout => "timeout",
+            Self::Abort => "abort",
+            Self::WorkerExit => "worker-exit",
+            Self::InvalidOutput => "invalid-output",
+            Self::OutputLimit => "output-limit",
+        }
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which limit or fault ended a run, where the kind alone does not say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureCause {
+    Compute,
+    Wall,
+    Memory,
+    Stack,
+    Trap,
+}
+
+impl FailureCause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Compute => "compute",
+            Self::Wall => "wall",
+            Self::Memory => "memory",
+            Self::Stack => "stack",
+            Self::Trap => "trap",
+        }
+    }
+}
+
+/// Misuse of the seam: the only reasons `run` returns `Err`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunRejection {
+    #[error("codemode: run() after disposal")]
+    Disposed,
+    #[error("codemode: {0}")]
+    InvalidBindings(String),
+}
+
+/// A sandbox that runs programs. Implementations: `codemode_host::WasmCodeRuntime`.
+pub trait CodeRuntime: Send + Sync {
+    /// The language programs are written in (`"typescript"`).
+    fn language(&self) -> &str;
+    /// How runs are isolated (`"wasm"`). Informational, not a security claim by itself.
+    fn isolation(&self) -> &str;
+    /// Runs one program. Resolves with every program outcome; rejects only on misuse.
+    fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunResult, RunRejection>>;
+    /// Aborts in-flight runs with `runtime disposed`, waits until every one is gone, and makes
+    /// later `run` calls fail with [`RunRejection::Disposed`].
+    fn dispose(&self) -> BoxFuture<'_, ()>;
+}
+
+/// Globals a binding may not take: the console and names the sandboxes reserve.
+pub const RESERVED_BINDING_GLOBALS: &[&str] = &[
+    "console",
+    "__dsh_main__",
+    "__builtins__",
+    "__name__",
+    "__debug__",
+];
+
+/// Error-object members an error class may not use for the member name.
+pub const RESERVED_ERROR_MEMBERS: &[&str] = &[
+    "name",
+    "message",
+    "stack",
+    "args",
+    "with_traceback",
+    "add_note",
+];
+
+/// ECMAScript reserved and strict-mode words, plus Python keywords and soft keywords: a binding
+/// global must be usable as a plain identifier in both languages.
+pub const PORTABLE_RESERVED_WORDS: &[&str] = &[
+    // ECMAScript reserved words
+    "await", "break", "case", "catch", "class", "const", "continue", "debugger", "default",
+    "delete", "do", "else", "enum", "export", "extends", "false", "finally", "for", "function",
+    "if", "import", "in", "instanceof", "new", "null", "return", "super", "switch", "this",
+    "throw", "true", "try", "typeof", "var", "void", "while", "with", "yield",
+    // ECMAScript strict-mode and contextual words
+    "let", "static", "implements", "interface", "package", "private", "protected", "public",
+    "arguments", "eval", "undefined", "NaN", "Infinity",
+    // Python keywords
+    "False", "None", "True", "and", "as", "assert", "async", "def", "del", "elif", "except",
+    "from", "global", "is", "lambda", "nonlocal", "not", "or", "pass", "raise",
+    // Python soft keywords
+    "match", "type", "_",
+];
+
+fn is_portable_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    let head_ok = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_');
+    head_ok
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !PORTABLE_RESERVED_WORDS.contains(&name)
+}
+
+/// Whether `name` is a dunder (`__x__`), which no error class may use as its member property.
+pub fn is_dunder(name: &str) -> bool {
+    name.len() > 4 && name.starts_with("__") && name.ends_with("__")
+}
+
+/// Checks binding declarations with the reference's rules and messages (§1.3).
+pub fn validate_bindings(bindings: &[BindingNamespace]) -> Result<(), RunRejection> {
+    let reject = |m: String| Err(RunRejection::InvalidBindings(m));
+    let mut globals = BTreeSet::new();
+    for ns in bindings {
+        let g = &ns.global;
+        if !is_portable_identifier(g) {
+            return reject(format!("binding global {g:?} is not a usable identifier"));
+        }
+        if RESERVED_BINDING_GLOBALS.contains(&g.as_str()) {
+            return reject(format!("reserved binding global {g:?}"));
+        }
+        if !globals.insert(g.clone()) {
+            return reject(format!("duplicate binding global {g:?}"));
+        }
+    }
+    let mut injected = globals.clone();
+    for ns in bindings {
+        let Some(class) = &ns.error_class else {
+            continue;
+        };
+        let n = &class.name;
+        if !is_portable_identifier(n) {
+            return reject(format!("binding error class {n:?} is not a usable identifier"));
+        }
+        if RESERVED_BINDING_GLOBALS.contains(&n.as_str()) {
+            return reject(format!("reserved binding global {n:?}"));
+        }
+        if !injected.insert(n.clone()) {
+            return reject(format!("duplicate injected global {n:?}"));
+        }
+        let p = &class.member_name_property;
+        if p.is_empty() || RESERVED_ERROR_MEMBERS.contains(&p.as_str()) || is_dunder(p) {
+            return reject(format!("binding error member property {p:?} is not usable"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(global: &str, class: Option<(&str, &str)>) -> BindingNamespace {
+        BindingNamespace {
+            global: global.into(),
+            functions: BTreeMap::new(),
+            error_class: class.map(|(n, p)| ErrorClass {
+                name: n.into(),
+                member_name_property: p.into(),
+            }),
+        }
+    }
+
+    fn message(bindings: &[BindingNamespace]) -> String {
+        match validate_bindings(bindings) {
+            Err(e) => e.to_string(),
+            Ok(()) => "ok".into(),
+        }
+    }
+
+    #[test]
+    fn globals_must_be_portable_identifiers() {
+        for bad in ["not valid!", "await", "$tools", "a$b", "lambda", "type", "_", "match", "None", "1x", ""] {
+            assert_eq!(
+                message(&[ns(bad, None)]),
+                format!("codemode: binding global {bad:?} is not a usable identifier"),
+            );
+        }
+        assert_eq!(message(&[ns("tools", None)]), "ok");
+        assert_eq!(message(&[ns("ToolCallError", None)]), "ok");
+    }
+
+    #[test]
+    fn reserved_and_duplicate_globals_are_refused() {
+        assert_eq!(message(&[ns("console", None)]), "codemode: reserved binding global \"console\"");
+        assert_eq!(
+            message(&[ns("tools", None), ns("tools", None)]),
+            "codemode: duplicate binding global \"tools\""
+        );
+    }
+
+    #[test]
+    fn error_classes_are_checked() {
+        let ok = message(&[ns("tools", Some(("ToolCallError", "toolName")))]);
+        assert_eq!(ok, "ok");
+        for bad in ["args", "__dict__", "message", "", "name", "stack", "with_traceback", "add_note"] {
+            assert_eq!(
+                message(&[ns("tools", Some(("ToolCallError", bad)))]),
+                format!("codemode: binding error member property {bad:?} is not usable")
+            );
+        }
+        assert_eq!(
+            message(&[ns("tools", Some(("__dsh_main__", "toolName")))]),
+            "codemode: reserved binding global \"__dsh_main__\""
+        );
+        assert_eq!(
+            message(&[ns("tools", Some(("tools", "toolName")))]),
+            "codemode: duplicate injected global \"tools\""
+        );
+        assert_eq!(
+            message(&[
+                ns("a", Some(("E", "x"))),
+                ns("b", Some(("E", "y"))),
+            ]),
+            "codemode: duplicate injected global \"E\""
+        );
+        assert_eq!(
+            message(&[ns("tools", Some(("not ok", "toolName")))]),
+            "codemode: binding error class \"not ok\" is not a usable identifier"
+        );
+        // Any other string is a usable member property, identifiers or not.
+        assert_eq!(message(&[ns("tools", Some(("E", "tool-name")))]), "ok");
+    }
+
+    #[test]
+    fn dunder_matches_only_dunders() {
+        assert!(is_dunder("__dict__"));
+        assert!(!is_dunder("__x"));
+        assert!(!is_dunder("____"));
+        assert!(!is_dunder("x__"));
+    }
+
+    #[test]
+    fn failures_serialize_with_reference_kinds() {
+        let f = RunFailure::new(FailureKind::WorkerExit, "m").with_cause(FailureCause::Memory);
+        let text = serde_json::to_string(&f).unwrap();
+        assert_eq!(text, r#"{"kind":"worker-exit","message":"m","cause":"memory"}"#);
+    }
+}

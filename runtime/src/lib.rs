@@ -1,0 +1,7 @@
+//! codemode's shared vocabulary. Architecture invariant: nothing in this crate knows about wasm.
+
+pub mod code;
+pub mod json;
+pub mod ledger;
+pub mod signal;
+pub mod tools;
