@@ -106,18 +106,20 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-pub fn encode_call(global: &str, name: &str, args_json: &str) -> Vec<u8> {
+pub fn encode_call(global: &str, name: &str, args_json: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + global.len() + name.len() + args_json.len());
     put_str(&mut out, global);
     put_str(&mut out, name);
-    out.extend_from_slice(args_json.as_bytes());
+    out.extend_from_slice(args_json);
     out
 }
+
+/// Tag of a `done` frame carrying a value.
+pub const TAG_VALUE: u8 = 1;
 
 /// What the program ended with, as the guest saw it.
 pub enum Outcome<'a> {
     Undefined,
-    Value(&'a str),
     Exception {
         message: &'a str,
         line: u32,
@@ -130,10 +132,6 @@ pub fn encode_done(outcome: &Outcome<'_>) -> Vec<u8> {
     let mut out = Vec::new();
     match outcome {
         Outcome::Undefined => out.push(0),
-        Outcome::Value(json) => {
-            out.push(1);
-            out.extend_from_slice(json.as_bytes());
-        }
         Outcome::Exception {
             message,
             line,

@@ -14,6 +14,7 @@ mod frames;
 mod host;
 mod jobs;
 mod json_in;
+mod json_out;
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -87,13 +88,35 @@ fn native_log(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValu
     Ok(JsValue::undefined())
 }
 
+fn native_json_begin(_: &JsValue, _: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+    json_out::begin();
+    Ok(JsValue::undefined())
+}
+
+fn native_json_raw(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+    if let Some(text) = args.first().and_then(JsValue::as_string) {
+        json_out::raw(&text.to_std_string_lossy());
+    }
+    Ok(JsValue::undefined())
+}
+
+fn native_json_string(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
+    if let Some(text) = args.first().and_then(JsValue::as_string) {
+        json_out::string(&text);
+    }
+    Ok(JsValue::undefined())
+}
+
+/// Starts a call whose arguments are in the JSON buffer.
 fn native_call(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
     let id = arg_u32(args, 0);
-    let frame = frames::encode_call(
-        &arg_string(args, 1),
-        &arg_string(args, 2),
-        &arg_string(args, 3),
-    );
+    let frame = json_out::with_frame(|json| {
+        frames::encode_call(
+            &arg_string(args, 1),
+            &arg_string(args, 2),
+            json.get(1..).unwrap_or_default(),
+        )
+    });
     let accepted = host::send_call(id, &frame);
     if accepted {
         BOOK.with_borrow_mut(|book| book.calls_in_flight.insert(id));
@@ -119,10 +142,23 @@ fn native_timer_cancel(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResu
 
 fn native_done(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
     let kind = arg_u32(args, 0);
+    if kind == 1 {
+        // The value is in the JSON buffer, after its reserved tag byte.
+        let first = BOOK.with_borrow_mut(|book| !std::mem::replace(&mut book.done, true));
+        if first {
+            json_out::with_frame(|frame| {
+                if let Some(tag) = frame.first_mut() {
+                    *tag = frames::TAG_VALUE;
+                    host::send_done(frame);
+                }
+            });
+        }
+        json_out::release();
+        return Ok(JsValue::undefined());
+    }
     let payload = arg_string(args, 1);
     let outcome = match kind {
         0 => Outcome::Undefined,
-        1 => Outcome::Value(&payload),
         3 => Outcome::InvalidOutput(&payload),
         _ => Outcome::Exception {
             message: &payload,
@@ -207,7 +243,18 @@ fn host_object(context: &mut Context) -> JsObject {
             js_string!("timerCancel"),
             1,
         )
-        .function(NativeFunction::from_fn_ptr(native_done), js_string!("done"), 4);
+        .function(NativeFunction::from_fn_ptr(native_done), js_string!("done"), 4)
+        .function(
+            NativeFunction::from_fn_ptr(native_json_begin),
+            js_string!("jsonBegin"),
+            0,
+        )
+        .function(NativeFunction::from_fn_ptr(native_json_raw), js_string!("jsonRaw"), 1)
+        .function(
+            NativeFunction::from_fn_ptr(native_json_string),
+            js_string!("jsonString"),
+            1,
+        );
     init.build()
 }
 
@@ -425,18 +472,4 @@ pub extern "C" fn cm_deliver(len: u32) -> u32 {
     let status = drain(context, hooks);
     CONTEXT.with_borrow_mut(|slot| *slot = Some(state));
     status
-}
-
-#[cfg(test)]
-mod tests {
-    use super::syntax_position;
-
-    #[test]
-    fn finds_line_and_column_in_boa_messages() {
-        assert_eq!(
-            syntax_position("expected token ';', got 'x' at line 3, col 7"),
-            (3, 7)
-        );
-        assert_eq!(syntax_position("no position"), (0, 0));
-    }
 }

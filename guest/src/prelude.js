@@ -64,6 +64,9 @@
   const hostTimerStart = host.timerStart;
   const hostTimerCancel = host.timerCancel;
   const hostDone = host.done;
+  const jsonBegin = host.jsonBegin;
+  const jsonRaw = host.jsonRaw;
+  const jsonString = host.jsonString;
   const PROGRAM_FRAME = /\(program:(\d+):(\d+)\)/;
 
   // Internal lists are null-prototype objects with a length counter, so that setters a program
@@ -97,21 +100,27 @@
   // Shared acyclic references are copied; cycles, getters that throw and exotic objects fail.
   // Each slot is read once. Returns the JSON text, or undefined when the value is not lossless.
   const INDEX = /^(?:0|[1-9][0-9]*)$/;
-  function scalarText(v) {
+  function emitScalar(v) {
     switch (typeof v) {
       case 'string':
-        return quoteString(v);
+        jsonString(v);
+        return true;
       case 'number':
-        if (!isFinite(v) || objectIs(v, -0)) return undefined;
-        return StringCtor(v);
+        if (!isFinite(v) || objectIs(v, -0)) return false;
+        jsonRaw(StringCtor(v));
+        return true;
       case 'boolean':
-        return v ? 'true' : 'false';
+        jsonRaw(v ? 'true' : 'false');
+        return true;
       default:
-        return v === null ? 'null' : undefined;
+        if (v !== null) return false;
+        jsonRaw('null');
+        return true;
     }
   }
+  // Writes the snapshot into the host-bound JSON buffer; false when the value is not lossless.
   function snapshot(root) {
-    const out = list();
+    jsonBegin();
     const onPath = new SetCtor();
     // Frames: { value, keys, index, isArray, length }
     const frames = list();
@@ -120,11 +129,9 @@
       for (;;) {
         // Emit `pending` (a scalar, or open a container).
         if (typeof pending !== 'object' || pending === null) {
-          const text = scalarText(pending);
-          if (text === undefined) return undefined;
-          push(out, text);
+          if (!emitScalar(pending)) return false;
         } else {
-          if (apply(setHas, onPath, [pending])) return undefined;
+          if (apply(setHas, onPath, [pending])) return false;
           const proto = getProto(pending);
           const keys = ownKeys(pending);
           const frame = create(null);
@@ -132,29 +139,28 @@
           frame.keys = keys;
           frame.index = 0;
           if (isArray(pending)) {
-            if (proto !== ArrayProto) return undefined;
-            const lengthDesc = getOwn(pending, 'length');
-            const length = lengthDesc.value;
-            if (keys.length !== length + 1) return undefined;
+            if (proto !== ArrayProto) return false;
+            const length = getOwn(pending, 'length').value;
+            if (keys.length !== length + 1) return false;
             for (let i = 0; i < keys.length; i += 1) {
               const k = keys[i];
-              if (typeof k !== 'string') return undefined;
+              if (typeof k !== 'string') return false;
               if (k === 'length') continue;
-              if (apply(regexExec, INDEX, [k]) === null || +k >= length) return undefined;
+              if (apply(regexExec, INDEX, [k]) === null || +k >= length) return false;
             }
             frame.isArray = true;
             frame.length = length;
-            push(out, '[');
+            jsonRaw('[');
           } else {
-            if (proto !== ObjectProto && proto !== null) return undefined;
+            if (proto !== ObjectProto && proto !== null) return false;
             for (let i = 0; i < keys.length; i += 1) {
               const k = keys[i];
-              if (typeof k !== 'string') return undefined;
+              if (typeof k !== 'string') return false;
               const desc = getOwn(pending, k);
-              if (desc === undefined || !desc.enumerable) return undefined;
+              if (desc === undefined || !desc.enumerable) return false;
             }
             frame.isArray = false;
-            push(out, '{');
+            jsonRaw('{');
           }
           apply(setAdd, onPath, [pending]);
           push(frames, frame);
@@ -168,25 +174,25 @@
             if (frame.index < frame.length) {
               const i = frame.index;
               frame.index += 1;
-              if (i > 0) push(out, ',');
+              if (i > 0) jsonRaw(',');
               pending = reflectGet(frame.value, StringCtor(i));
-              if (getOwn(frame.value, 'length').value !== frame.length) return undefined;
+              if (getOwn(frame.value, 'length').value !== frame.length) return false;
               found = true;
               break;
             }
-            push(out, ']');
+            jsonRaw(']');
           } else {
             if (frame.index < frame.keys.length) {
               const k = frame.keys[frame.index];
-              if (frame.index > 0) push(out, ',');
+              if (frame.index > 0) jsonRaw(',');
               frame.index += 1;
-              push(out, quoteString(k));
-              push(out, ':');
+              jsonString(k);
+              jsonRaw(':');
               pending = reflectGet(frame.value, k);
               found = true;
               break;
             }
-            push(out, '}');
+            jsonRaw('}');
           }
           apply(setDelete, onPath, [frame.value]);
           pop(frames);
@@ -194,9 +200,9 @@
         if (!found) break;
       }
     } catch (_) {
-      return undefined;
+      return false;
     }
-    return joinList(out, '');
+    return true;
   }
 
   // ---- Inspection for the console ------------------------------------------------------------
@@ -482,14 +488,13 @@
 
   function makeBinding(global, name, errorClass) {
     return function (args) {
-      const json = snapshot(args);
-      if (json === undefined) {
+      if (!snapshot(args)) {
         return apply(promiseReject, PromiseCtor, [bindingError(errorClass, name, 'binding arguments must be lossless JSON')]);
       }
       nextCallId += 1;
       const id = nextCallId;
       return new PromiseCtor((resolve, reject) => {
-        if (!hostCall(id, global, name, json)) {
+        if (!hostCall(id, global, name)) {
           reject(bindingError(errorClass, name, 'the host refused this call'));
           return;
         }
@@ -591,9 +596,8 @@
       hostDone(0, '', 0, 0);
       return;
     }
-    const json = snapshot(value);
-    if (json === undefined) hostDone(3, 'program completion must be lossless JSON', 0, 0);
-    else hostDone(1, json, 0, 0);
+    if (snapshot(value)) hostDone(1, '', 0, 0);
+    else hostDone(3, 'program completion must be lossless JSON', 0, 0);
   }
 
   function fail(error) {

@@ -163,6 +163,15 @@ fn load_module(engine: &Engine) -> Result<(Module, ModuleSource), EngineError> {
     Ok((module, ModuleSource::Compiled))
 }
 
+/// Whether this process loaded the compiled guest from the on-disk cache (rather than
+/// compiling it), once the engine exists.
+pub fn module_from_disk_cache() -> Option<bool> {
+    match SHARED.get() {
+        Some(Ok(shared)) => Some(shared.module_source == ModuleSource::DiskCache),
+        _ => None,
+    }
+}
+
 /// Compiles a module (a hostile test guest, say) with the shared engine.
 pub fn compile(bytes: &[u8]) -> Result<Module, EngineError> {
     let shared = shared()?;

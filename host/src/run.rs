@@ -388,6 +388,19 @@ fn exact_bindings(bindings: &[BindingNamespace]) -> HashMap<String, HashMap<Stri
         .collect()
 }
 
+/// What one run cost, for benchmarks and for hosts that meter usage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunMetrics {
+    /// Time spent erasing TypeScript types.
+    pub strip: std::time::Duration,
+    /// Time from an empty store to a ready instance.
+    pub instantiate: std::time::Duration,
+    /// Time from the start of the run to its result.
+    pub total: std::time::Duration,
+    /// Fuel the guest burned (see `FUEL_PER_MS`).
+    pub fuel_consumed: u64,
+}
+
 /// Runs already-stripped JavaScript `program` in a fresh instance of `pre`.
 pub(crate) async fn execute(
     engine: &wasmtime::Engine,
@@ -396,6 +409,7 @@ pub(crate) async fn execute(
     program: &str,
     bindings: &[BindingNamespace],
     control: AbortSignal,
+    metrics: &mut RunMetrics,
 ) -> RunResult {
     let started = Instant::now();
     let boot_namespaces: Vec<wire::BootNamespace<'_>> = bindings
@@ -446,13 +460,15 @@ pub(crate) async fn execute(
             budgets,
         );
     }
+    let fuel = budgets.fuel();
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|ctx| match ctx.data().interruption() {
         Some(stop) => Err(wasmtime::Error::new(stop)),
         None => Ok(UpdateDeadline::Yield(1)),
     });
 
-    let mut result = drive(&mut store, pre, budgets).await;
+    let mut result = drive(&mut store, pre, budgets, metrics).await;
+    metrics.fuel_consumed = fuel.saturating_sub(store.get_fuel().unwrap_or(0));
     if let Err(failure) = result.take_failure() {
         store.data_mut().settle(Outcome::Failure(failure));
     }
@@ -487,9 +503,17 @@ impl Driven {
     }
 }
 
-async fn drive(store: &mut Store<RunState>, pre: &InstancePre<RunState>, budgets: &Budgets) -> Driven {
+async fn drive(
+    store: &mut Store<RunState>,
+    pre: &InstancePre<RunState>,
+    budgets: &Budgets,
+    metrics: &mut RunMetrics,
+) -> Driven {
     let fail = |failure: RunFailure| Driven(Err(failure));
-    let instance = match pre.instantiate_async(&mut *store).await {
+    let instantiating = Instant::now();
+    let instance = pre.instantiate_async(&mut *store).await;
+    metrics.instantiate = instantiating.elapsed();
+    let instance = match instance {
         Ok(instance) => instance,
         Err(error) => return fail(failure_from_error(&error, budgets, store.data().limiter.hit)),
     };

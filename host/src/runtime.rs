@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use codemode_runtime::code::{
     validate_bindings, BoxFuture, CodeRuntime, FailureKind, RunFailure, RunRejection, RunRequest,
@@ -14,7 +15,7 @@ use wasmtime::{InstancePre, Linker, Module};
 use crate::bridge::imports;
 use crate::config::{BudgetError, Budgets};
 use crate::engine::{self, EngineError};
-use crate::run::{self, RunState};
+use crate::run::{self, RunMetrics, RunState};
 use crate::strip::strip_types;
 
 /// Why a runtime could not be built.
@@ -108,7 +109,23 @@ impl WasmCodeRuntime {
         *self.inner.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn run_program(&self, request: RunRequest) -> Result<RunResult, RunRejection> {
+    /// Runs a program like [`CodeRuntime::run`] and also reports what the run cost.
+    pub async fn run_measured(
+        &self,
+        request: RunRequest,
+    ) -> Result<(RunResult, RunMetrics), RunRejection> {
+        let started = Instant::now();
+        let mut metrics = RunMetrics::default();
+        let result = self.run_program(request, &mut metrics).await?;
+        metrics.total = started.elapsed();
+        Ok((result, metrics))
+    }
+
+    async fn run_program(
+        &self,
+        request: RunRequest,
+        metrics: &mut RunMetrics,
+    ) -> Result<RunResult, RunRejection> {
         let inner = &self.inner;
         if inner.disposed.load(Ordering::SeqCst) {
             return Err(RunRejection::Disposed);
@@ -129,7 +146,10 @@ impl WasmCodeRuntime {
                 budgets,
             ));
         }
-        let program = match strip_types(&request.program) {
+        let stripping = Instant::now();
+        let stripped = strip_types(&request.program);
+        metrics.strip = stripping.elapsed();
+        let program = match stripped {
             Ok(program) => program,
             Err(error) => {
                 return Ok(run::failure_before_start(
@@ -138,7 +158,16 @@ impl WasmCodeRuntime {
                 ))
             }
         };
-        Ok(run::execute(&inner.engine, &inner.pre, budgets, &program, &request.bindings, control).await)
+        Ok(run::execute(
+            &inner.engine,
+            &inner.pre,
+            budgets,
+            &program,
+            &request.bindings,
+            control,
+            metrics,
+        )
+        .await)
     }
 }
 
@@ -152,7 +181,10 @@ impl CodeRuntime for WasmCodeRuntime {
     }
 
     fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunResult, RunRejection>> {
-        Box::pin(self.run_program(request))
+        Box::pin(async move {
+            let mut metrics = RunMetrics::default();
+            self.run_program(request, &mut metrics).await
+        })
     }
 
     fn dispose(&self) -> BoxFuture<'_, ()> {

@@ -39,8 +39,67 @@ impl Emitter for Collected {
     }
 }
 
+/// Programs nested deeper than this (brackets, braces, parentheses) are refused before parsing.
+pub const MAX_NESTING: usize = 10_000;
+
+/// Below this nesting the parser runs on the caller's stack; above it, on its own thread with
+/// a stack sized for the parser's recursion.
+const INLINE_NESTING: usize = 256;
+const DEEP_PARSE_STACK: usize = 1 << 30;
+
+/// An upper bound on the program's bracket nesting (brackets inside strings and comments are
+/// counted too, which only over-estimates).
+fn nesting_upper_bound(program: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for b in program.bytes() {
+        match b {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 /// Erases the types of `program` (a function body). Returns JavaScript of the same shape.
 pub fn strip_types(program: &str) -> Result<String, StripError> {
+    let nesting = nesting_upper_bound(program);
+    if nesting <= INLINE_NESTING {
+        return strip_inline(program);
+    }
+    if nesting > MAX_NESTING {
+        return Err(StripError {
+            message: format!(
+                "program nests brackets {nesting} levels deep; the limit is {MAX_NESTING}: flatten it"
+            ),
+            line: 0,
+            column: 0,
+        });
+    }
+    let owned = program.to_owned();
+    std::thread::Builder::new()
+        .name("codemode-strip".into())
+        .stack_size(DEEP_PARSE_STACK)
+        .spawn(move || strip_inline(&owned))
+        .map_err(|e| StripError {
+            message: format!("cannot start the TypeScript parser: {e}"),
+            line: 0,
+            column: 0,
+        })?
+        .join()
+        .unwrap_or_else(|_| {
+            Err(StripError {
+                message: "the TypeScript parser failed on this program".into(),
+                line: 0,
+                column: 0,
+            })
+        })
+}
+
+fn strip_inline(program: &str) -> Result<String, StripError> {
     let wrapped = format!("{PREFIX}{program}{SUFFIX}");
     let cm: Lrc<SourceMap> = Default::default();
     let collected = Collected::default();
@@ -144,6 +203,15 @@ mod tests {
         let err = strip_types("const a = 1;\nconst = ;\n").unwrap_err();
         assert_eq!(err.line, 2, "{err:?}");
         assert!(err.column >= 1);
+    }
+
+    #[test]
+    fn deep_nesting_parses_on_a_big_stack_and_extreme_nesting_is_refused() {
+        let deep = format!("return {}1{};", "(".repeat(5_000), ")".repeat(5_000));
+        assert!(strip_types(&deep).is_ok());
+        let extreme = format!("return {}1{};", "[".repeat(MAX_NESTING + 1), "]".repeat(MAX_NESTING + 1));
+        let err = strip_types(&extreme).unwrap_err();
+        assert!(err.message.contains("limit is 10000"), "{}", err.message);
     }
 
     #[test]

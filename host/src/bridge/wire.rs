@@ -29,7 +29,7 @@
 //! Parsing here is total: any byte sequence either decodes or is `None`. Nothing in this file
 //! touches guest memory; `imports.rs` copies bytes out first.
 
-pub const STATUS_DONE: u32 = 0;
+/// `cm_run` / `cm_deliver` return this while the program waits (0 means it finished).
 pub const STATUS_WAITING: u32 = 1;
 
 pub const CALL_ACCEPTED: u32 = 0;

@@ -1,8 +1,273 @@
-//! `codemode bench`: the standard workloads, in process.
+//! `codemode bench`: the design's standard workloads, in process, as a table or one JSON object.
+//!
+//! Every number is measured in this process on this machine; nothing is estimated.
 
-use super::BenchArgs;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-pub async fn bench(_args: BenchArgs) -> u8 {
-    eprintln!("codemode bench: not available in this build");
-    super::EXIT_USAGE
+use codemode_host::{builtins, Budgets, RunMetrics, WasmCodeRuntime, FUEL_PER_MS, GUEST_WASM};
+use codemode_runtime::code::{binding, BindingNamespace, CodeRuntime, ErrorClass, RunRequest};
+use serde_json::{json, Value};
+
+use super::{BenchArgs, EXIT_OK, EXIT_USAGE};
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn request(program: &str, bindings: Vec<BindingNamespace>) -> RunRequest {
+    RunRequest {
+        program: program.into(),
+        bindings,
+        signal: None,
+    }
+}
+
+async fn measured(rt: &WasmCodeRuntime, program: &str, bindings: Vec<BindingNamespace>) -> Result<RunMetrics, String> {
+    let (result, metrics) = rt
+        .run_measured(request(program, bindings))
+        .await
+        .map_err(|e| e.to_string())?;
+    match result.error {
+        None => Ok(metrics),
+        Some(e) => Err(format!("bench program failed ({}): {}", e.kind, e.message)),
+    }
+}
+
+fn rss_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+}
+
+/// A namespace whose `hold` call parks until `release` flips, to keep instances alive.
+fn holding_namespace(release: Arc<AtomicBool>) -> BindingNamespace {
+    let mut functions = BTreeMap::new();
+    functions.insert(
+        "hold".to_owned(),
+        binding(move |_, signal| {
+            let release = release.clone();
+            async move {
+                while !release.load(Ordering::SeqCst) && !signal.is_aborted() {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Ok(Value::Null)
+            }
+        }),
+    );
+    BindingNamespace {
+        global: "tools".into(),
+        functions,
+        error_class: Some(ErrorClass {
+            name: "ToolCallError".into(),
+            member_name_property: "toolName".into(),
+        }),
+    }
+}
+
+async fn measure(args: &BenchArgs) -> Result<Value, String> {
+    let rt = WasmCodeRuntime::new(Budgets::default()).map_err(|e| e.to_string())?;
+    let tools = || vec![builtins::namespace(".")];
+
+    // Warm up: the first run pays for loading the compiled module.
+    let cold = Instant::now();
+    measured(&rt, "return 1", vec![]).await?;
+    let first_run = cold.elapsed();
+
+    let mut totals = Vec::with_capacity(args.runs);
+    let (mut strip, mut instantiate) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..args.runs.max(1) {
+        let m = measured(&rt, "return 1", vec![]).await?;
+        totals.push(m.total);
+        strip += m.strip;
+        instantiate += m.instantiate;
+    }
+    totals.sort();
+    let n = totals.len() as u32;
+    let p50 = percentile(&totals, 0.5);
+    let p99 = percentile(&totals, 0.99);
+    let strip_avg = strip / n;
+    let instantiate_avg = instantiate / n;
+    let mean_total = totals.iter().sum::<Duration>() / n;
+    let eval_avg = mean_total.saturating_sub(strip_avg + instantiate_avg);
+
+    // Per-call overhead: 1,000 sequential awaited echo calls, minus an empty run.
+    let calls = 1_000u32;
+    let loop_program = format!("for (let i = 0; i < {calls}; i++) await tools.echo({{ i }});");
+    let mut per_call = Vec::new();
+    for _ in 0..5 {
+        let with_calls = measured(&rt, &loop_program, tools()).await?.total;
+        let baseline = measured(&rt, &format!("for (let i = 0; i < {calls}; i++) ({{ i }});"), tools())
+            .await?
+            .total;
+        per_call.push(with_calls.saturating_sub(baseline) / calls);
+    }
+    per_call.sort();
+    let sub_call = percentile(&per_call, 0.5);
+
+    // Ten concurrency-safe sleeps of 100 ms under Promise.all.
+    let parallel = measured(
+        &rt,
+        "await Promise.all(Array.from({ length: 10 }, () => tools.sleep({ ms: 100 })));",
+        tools(),
+    )
+    .await?
+    .total;
+
+    // Fuel per millisecond of compute on a JSON- and array-heavy program.
+    let compute_program = r#"
+        let acc = 0;
+        for (let round = 0; round < 40; round++) {
+          const rows = Array.from({ length: 500 }, (_, i) => ({ id: i, name: 'row' + i, tags: ['a', 'b', String(i % 7)] }));
+          const text = JSON.stringify(rows);
+          const back = JSON.parse(text);
+          acc += back.filter((r: any) => r.id % 3 === 0).map((r: any) => r.name.length).reduce((a: number, b: number) => a + b, 0);
+        }
+        return acc;
+    "#;
+    let compute = measured(&rt, compute_program, vec![]).await?;
+    let busy = compute.total.saturating_sub(compute.instantiate + compute.strip);
+    let fuel_per_ms = compute.fuel_consumed as f64 / ms(busy).max(1e-9);
+
+    // Throughput: trivial runs on every worker thread for one second.
+    let window = Duration::from_secs(1);
+    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) * 2;
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        let rt = rt.clone();
+        handles.push(tokio::spawn(async move {
+            let mut done = 0u64;
+            while started.elapsed() < window {
+                if rt.run(request("return 1", vec![])).await.is_ok() {
+                    done += 1;
+                }
+            }
+            done
+        }));
+    }
+    let mut runs = 0u64;
+    for h in handles {
+        runs += h.await.unwrap_or(0);
+    }
+    let runs_per_sec = runs as f64 / started.elapsed().as_secs_f64();
+
+    // Kill latency past a wall-clock budget on a hot loop.
+    let wall_rt = WasmCodeRuntime::new(Budgets {
+        wall_ms: 100,
+        compute_ms: 3_600_000,
+        ..Budgets::default()
+    })
+    .map_err(|e| e.to_string())?;
+    let mut kills = Vec::new();
+    for _ in 0..5 {
+        let (_, m) = wall_rt
+            .run_measured(request("for (;;) {}", vec![]))
+            .await
+            .map_err(|e| e.to_string())?;
+        kills.push(m.total.saturating_sub(Duration::from_millis(100)));
+    }
+    kills.sort();
+    let kill_latency = percentile(&kills, 0.5);
+
+    // Resident memory per live instance, 100 alive at once.
+    let release = Arc::new(AtomicBool::new(false));
+    let before = rss_kib("VmRSS:").unwrap_or(0);
+    let mut alive = Vec::new();
+    for _ in 0..100 {
+        let rt = rt.clone();
+        let ns = holding_namespace(release.clone());
+        alive.push(tokio::spawn(async move {
+            rt.run(request("await tools.hold({}); return 1;", vec![ns])).await
+        }));
+    }
+    while rt.live_runs() < 100 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let during = rss_kib("VmRSS:").unwrap_or(0);
+    release.store(true, Ordering::SeqCst);
+    for h in alive {
+        let _ = h.await;
+    }
+    let rss_per_instance_mib = during.saturating_sub(before) as f64 / 1024.0 / 100.0;
+
+    Ok(json!({
+        "fresh_run_p50_us": us(p50),
+        "fresh_run_p99_us": us(p99),
+        "fresh_run_split_us": {
+            "strip": us(strip_avg),
+            "instantiate": us(instantiate_avg),
+            "eval": us(eval_avg),
+        },
+        "first_run_ms": ms(first_run),
+        "module_from_disk_cache": codemode_host::module_from_disk_cache(),
+        "sub_call_us": us(sub_call),
+        "parallel_10x100ms_ms": ms(parallel),
+        "runs_per_sec": runs_per_sec,
+        "rss_per_instance_mib": rss_per_instance_mib,
+        "kill_latency_ms": ms(kill_latency),
+        "fuel_per_ms": fuel_per_ms,
+        "fuel_per_ms_configured": FUEL_PER_MS,
+        "guest_module_bytes": GUEST_WASM.len(),
+        "peak_rss_mib": rss_kib("VmHWM:").unwrap_or(0) as f64 / 1024.0,
+        "runs": args.runs,
+    }))
+}
+
+pub async fn bench(args: BenchArgs) -> u8 {
+    let report = match measure(&args).await {
+        Ok(report) => report,
+        Err(message) => {
+            eprintln!("codemode bench: {message}");
+            return EXIT_USAGE;
+        }
+    };
+    if args.json {
+        println!("{report}");
+        return EXIT_OK;
+    }
+    let rows = [
+        ("fresh run `return 1`, p50", "fresh_run_p50_us", "µs"),
+        ("fresh run `return 1`, p99", "fresh_run_p99_us", "µs"),
+        ("first run (module load)", "first_run_ms", "ms"),
+        ("sequential echo sub-call", "sub_call_us", "µs"),
+        ("10 × sleep 100 ms, Promise.all", "parallel_10x100ms_ms", "ms"),
+        ("trivial runs per second", "runs_per_sec", "/s"),
+        ("resident memory per live instance", "rss_per_instance_mib", "MiB"),
+        ("kill latency past a wall budget", "kill_latency_ms", "ms"),
+        ("fuel per ms of compute", "fuel_per_ms", ""),
+        ("guest module", "guest_module_bytes", "bytes"),
+        ("peak RSS", "peak_rss_mib", "MiB"),
+    ];
+    println!("{:<38} {:>14}", "workload", "measured");
+    for (label, key, unit) in rows {
+        let v = report[key].as_f64().unwrap_or(f64::NAN);
+        println!("{label:<38} {v:>14.2} {unit}");
+    }
+    let split = &report["fresh_run_split_us"];
+    println!(
+        "split of a fresh run (mean µs): strip {:.1}, instantiate {:.1}, eval {:.1}",
+        split["strip"].as_f64().unwrap_or(f64::NAN),
+        split["instantiate"].as_f64().unwrap_or(f64::NAN),
+        split["eval"].as_f64().unwrap_or(f64::NAN)
+    );
+    EXIT_OK
 }

@@ -1,0 +1,182 @@
+//! The `codemode` binary: exit codes, `--json`, the built-in tools and their root confinement.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{json, Value};
+
+fn binary() -> PathBuf {
+    // The test binary lives in target/<profile>/deps; the CLI in target/<profile>.
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let cli = dir.join(format!("codemode{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        cli.exists(),
+        "{} is missing: build it with `cargo build -p codemode-host` (the test command does)",
+        cli.display()
+    );
+    cli
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+}
+
+fn run_with_stdin(args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(binary())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn codemode");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write program");
+    child.wait_with_output().expect("codemode exits")
+}
+
+fn json_of(output: &Output) -> Value {
+    let text = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "exactly one JSON object: {text:?}");
+    serde_json::from_str(lines[0]).expect("valid JSON")
+}
+
+#[test]
+fn the_example_program_runs_with_the_built_in_tools() {
+    let program = fixtures().join("programs/hello.ts");
+    let out = Command::new(binary())
+        .args(["run", "--json"])
+        .arg(&program)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        json_of(&out),
+        json!({
+            "logs": ["point { x: 1, y: 2 }", "fail failed: deliberate failure"],
+            "result": {"echoed": {"greeting": "hello"}, "naps": [{"slept": 50}, {"slept": 50}]}
+        })
+    );
+}
+
+#[test]
+fn people_get_logs_then_the_result() {
+    let out = run_with_stdin(&["run"], "console.log('hi'); return { a: 1 };");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n{\n  \"a\": 1\n}\n");
+}
+
+#[test]
+fn no_result_key_when_nothing_is_returned() {
+    let out = run_with_stdin(&["run", "--json", "-"], "console.log('x');");
+    assert_eq!(json_of(&out), json!({"logs": ["x"]}));
+}
+
+#[test]
+fn a_program_failure_exits_one_with_a_typed_error() {
+    let out = run_with_stdin(&["run", "--json"], "const a = 1;\n  throw new Error('boom');");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        json_of(&out),
+        json!({"logs": [], "error": {"kind": "exception", "message": "Error: boom", "line": 2, "column": 9}})
+    );
+    let human = run_with_stdin(&["run"], "const a = 1;\n  throw new Error('boom');");
+    assert_eq!(human.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&human.stderr);
+    assert!(stderr.contains("error (exception) at 2:9"), "{stderr}");
+    assert!(stderr.contains("throw new Error('boom');"), "the TypeScript line is shown: {stderr}");
+}
+
+#[test]
+fn rejected_typescript_is_a_program_failure() {
+    let out = run_with_stdin(&["run", "--json"], "enum E { A }\nreturn 1;");
+    assert_eq!(out.status.code(), Some(1));
+    let doc = json_of(&out);
+    assert_eq!(doc["error"]["kind"], "exception");
+    assert_eq!(doc["error"]["line"], 1);
+}
+
+#[test]
+fn budget_flags_are_applied() {
+    let out = run_with_stdin(&["run", "--json", "--compute-ms", "100"], "while (true) {}");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        json_of(&out)["error"],
+        json!({"kind": "timeout", "message": "compute budget exhausted (100ms busy)", "cause": "compute"})
+    );
+    let out = run_with_stdin(&["run", "--json", "--max-output-bytes", "10"], "return 'a long result';");
+    assert_eq!(json_of(&out)["error"]["kind"], "output-limit");
+    let out = run_with_stdin(&["run", "--json", "--wall-ms", "200"], "await tools.sleep({ ms: 60000 });");
+    assert_eq!(json_of(&out)["error"]["cause"], "wall");
+    let out = run_with_stdin(
+        &["run", "--json", "--memory-mb", "32"],
+        "const k: string[] = []; for (;;) k.push('x'.repeat(1 << 20) + k.length);",
+    );
+    assert_eq!(json_of(&out)["error"]["cause"], "memory");
+}
+
+#[test]
+fn usage_errors_exit_two() {
+    let out = Command::new(binary()).args(["run", "/nonexistent/program.ts"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+    let out = Command::new(binary()).args(["run", "--compute-ms", "zero"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(binary()).args(["run", "--no-such-flag"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(binary()).args(["run", "--root", "/nonexistent"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(binary()).arg("frobnicate").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn file_tools_are_confined_to_the_root() {
+    let base = std::env::temp_dir().join(format!("codemode-cli-root-{}", std::process::id()));
+    let root = base.join("root");
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(root.join("sub/note.txt"), "inside").unwrap();
+    std::fs::write(base.join("secret.txt"), "outside").unwrap();
+    #[cfg(unix)]
+    {
+        let _ = std::os::unix::fs::symlink(base.join("secret.txt"), root.join("escape"));
+        let _ = std::os::unix::fs::symlink("sub/note.txt", root.join("inner-link"));
+    }
+    let program = r#"
+        const attempt = async (f: () => Promise<unknown>) => {
+          try { return { ok: await f() }; } catch (e) { return { refused: e instanceof ToolCallError && e.toolName }; }
+        };
+        return {
+          list: await tools.list_dir({ path: '.' }),
+          read: await tools.read_file({ path: 'sub/note.txt' }),
+          inner: await attempt(() => tools.read_file({ path: 'inner-link' })),
+          dotdot: await attempt(() => tools.read_file({ path: '../secret.txt' })),
+          absolute: await attempt(() => tools.read_file({ path: '/etc/hostname' })),
+          symlink: await attempt(() => tools.read_file({ path: 'escape' })),
+          listUp: await attempt(() => tools.list_dir({ path: '..' })),
+        };
+    "#;
+    let out = run_with_stdin(&["run", "--json", "--root", root.to_str().unwrap()], program);
+    let doc = json_of(&out);
+    let result = &doc["result"];
+    assert_eq!(result["read"], "inside");
+    assert_eq!(result["inner"], json!({"ok": "inside"}));
+    assert_eq!(result["dotdot"], json!({"refused": "read_file"}));
+    assert_eq!(result["absolute"], json!({"refused": "read_file"}));
+    assert_eq!(result["symlink"], json!({"refused": "read_file"}));
+    assert_eq!(result["listUp"], json!({"refused": "list_dir"}));
+    let names: Vec<&str> = result["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["escape", "inner-link", "sub"]);
+    let _ = std::fs::remove_dir_all(&base);
+}

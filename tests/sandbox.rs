@@ -1,0 +1,461 @@
+//! Programs and bindings through the real guest and real wasmtime.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use codemode_e2e::*;
+use codemode_runtime::code::{CallOutcome, CodeRuntime, FailureKind, RunRejection, RunRequest};
+use codemode_runtime::signal::AbortController;
+
+#[tokio::test]
+async fn describes_itself_as_typescript_in_wasm() {
+    let rt = runtime();
+    assert_eq!(rt.language(), "typescript");
+    assert_eq!(rt.isolation(), "wasm");
+}
+
+#[tokio::test]
+async fn runs_erasable_typescript_with_ordered_logs_and_a_value() {
+    let r = run(r#"
+        interface P { x: number; y: number }
+        const p: P = { x: 1, y: 2 };
+        console.log('point', p);
+        console.info('info', [1, 'two', null]);
+        console.warn('careful');
+        console.error(new Error('shown'));
+        console.debug(undefined, true, 3n);
+        return { sum: (p.x + p.y) as number };
+    "#)
+    .await;
+    assert_eq!(value(&r), json!({"sum": 3}));
+    assert_eq!(
+        r.logs,
+        vec![
+            "point { x: 1, y: 2 }",
+            "info [ 1, 'two', null ]",
+            "careful",
+            "Error: shown",
+            "undefined true 3n",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn console_inspects_with_depth_and_length_limits() {
+    let r = run(r#"
+        console.log({ a: { b: { c: { d: { e: { f: 1 } } } } } });
+        console.log(Array.from({ length: 102 }, (_, i) => i).length, [ ...Array(3) ].length);
+        const big = Array.from({ length: 150 }, () => 0);
+        console.log(big);
+        console.log('x'.repeat(10005).length, ['y'.repeat(10003)]);
+        const o = Object.create(null); o.k = 'v';
+        console.log(o, new Map([['a', 1]]), new Set([1]), [function named() {}, () => 1]);
+        class Thing { constructor() { this.z = 1; } }
+        console.log(new Thing(), { 'needs-quotes': 1 }, "it's");
+    "#)
+    .await;
+    assert!(r.error.is_none(), "{r:?}");
+    assert_eq!(r.logs[0], "{ a: { b: { c: { d: [Object] } } } }");
+    assert!(r.logs[2].contains("... 50 more items"), "{}", r.logs[2]);
+    assert!(r.logs[3].starts_with("10005 [\n  'yyy"), "{}", &r.logs[3][..20]);
+    assert!(r.logs[3].ends_with("'... 3 more characters\n]"), "{}", &r.logs[3][r.logs[3].len() - 40..]);
+    assert_eq!(
+        r.logs[4],
+        "[Object: null prototype] { k: 'v' } Map(1) { 'a' => 1 } Set(1) { 1 } [ [Function: named], [Function (anonymous)] ]"
+    );
+    assert_eq!(r.logs[5], "Thing { z: 1 } { 'needs-quotes': 1 } it's");
+}
+
+#[tokio::test]
+async fn returning_nothing_has_no_value() {
+    let r = run("console.log('only logs');").await;
+    assert!(r.error.is_none());
+    assert!(r.value.is_none());
+    let doc = serde_json::to_value(&r).unwrap();
+    assert!(doc.get("value").is_none());
+}
+
+#[tokio::test]
+async fn bindings_resolve_and_reject_as_tool_call_errors() {
+    let rt = runtime();
+    let ns = tools(vec![
+        ("echo", echo()),
+        ("nope", failing("not on my watch")),
+        ("raw", failing("raw-nope")),
+    ]);
+    let r = run_on(
+        &rt,
+        r#"
+        const a = await tools.echo({ n: 1 });
+        const out: string[] = [];
+        for (const name of ['nope', 'raw'] as const) {
+          try { await tools[name]({}); }
+          catch (e) {
+            out.push(`${e instanceof ToolCallError}:${e.name}:${e.toolName}:${e.message}:${e instanceof Error}`);
+          }
+        }
+        return { a, out };
+        "#,
+        vec![ns],
+        None,
+    )
+    .await;
+    assert_eq!(
+        value(&r),
+        json!({"a": {"n": 1}, "out": [
+            "true:ToolCallError:nope:not on my watch:true",
+            "true:ToolCallError:raw:raw-nope:true"
+        ]})
+    );
+    assert_eq!(r.calls.len(), 3);
+    assert_eq!(r.calls[0].outcome, CallOutcome::Resolved);
+    assert_eq!(r.calls[1].outcome, CallOutcome::Rejected);
+}
+
+#[tokio::test]
+async fn a_consumer_declared_error_class_is_materialised() {
+    let ns = namespace("helpers", vec![("boom", failing("kaput"))], Some(("HelperCallError", "helperName")));
+    let r = run_on(
+        &runtime(),
+        r#"
+        try { await helpers.boom({}); } catch (e) {
+          return [e instanceof HelperCallError, e.name, e.helperName, e.message];
+        }
+        "#,
+        vec![ns],
+        None,
+    )
+    .await;
+    assert_eq!(value(&r), json!([true, "HelperCallError", "boom", "kaput"]));
+}
+
+#[tokio::test]
+async fn without_an_error_class_rejections_are_plain_errors() {
+    let ns = namespace("plain", vec![("boom", failing("kaput"))], None);
+    let r = run_on(
+        &runtime(),
+        "try { await plain.boom({}); } catch (e) { return [e.name, e.message, e.constructor === Error]; }",
+        vec![ns],
+        None,
+    )
+    .await;
+    assert_eq!(value(&r), json!(["Error", "kaput", true]));
+}
+
+#[tokio::test]
+async fn a_namespace_named_like_the_error_class_is_an_object() {
+    let ns = namespace("ToolCallError", vec![("x", echo())], None);
+    let r = run_on(&runtime(), "return typeof ToolCallError;", vec![ns], None).await;
+    assert_eq!(value(&r), json!("object"));
+}
+
+#[tokio::test]
+async fn deep_lossless_json_crosses_both_ways() {
+    for depth in [3_000usize, 5_000] {
+        let program = format!(
+            r#"
+            let v: any = 'leaf';
+            for (let i = 0; i < {depth}; i++) v = i % 2 ? [v] : {{ k: v }};
+            const back = await tools.echo(v);
+            let d = 0; let cur: any = back;
+            while (typeof cur === 'object') {{ cur = Array.isArray(cur) ? cur[0] : cur.k; d++; }}
+            if (d !== {depth} || cur !== 'leaf') throw new Error('depth ' + d);
+            return back;
+            "#
+        );
+        let r = run(&program).await;
+        assert!(r.error.is_none(), "{:?}", r.error);
+        let mut v = r.value.expect("a value");
+        let mut d = 0;
+        loop {
+            v = match v {
+                serde_json::Value::Array(mut a) => a.remove(0),
+                serde_json::Value::Object(mut o) => o.remove("k").expect("k"),
+                other => {
+                    assert_eq!(other, json!("leaf"));
+                    break;
+                }
+            };
+            d += 1;
+        }
+        assert_eq!(d, depth);
+    }
+}
+
+#[tokio::test]
+async fn a_fifty_thousand_element_array_returns_exactly() {
+    let r = run("return Array.from({ length: 50000 }, (_, i) => i);").await;
+    let v = value(&r);
+    let items = v.as_array().expect("array");
+    assert_eq!(items.len(), 50_000);
+    assert_eq!(items[49_999], json!(49_999));
+}
+
+#[tokio::test]
+async fn non_erasable_syntax_is_an_exception_with_its_position() {
+    let r = run("const a = 1;\nenum Color { Red }\nreturn a;").await;
+    let message = failure(&r, FailureKind::Exception);
+    assert!(message.to_lowercase().contains("enum"), "{message}");
+    let e = r.error.unwrap();
+    assert_eq!((e.line, e.column), (Some(2), Some(1)));
+}
+
+#[tokio::test]
+async fn syntax_errors_are_exceptions_with_positions() {
+    let r = run("const ok = 1;\nconst = 2;").await;
+    failure(&r, FailureKind::Exception);
+    assert_eq!(r.error.unwrap().line, Some(2));
+}
+
+#[tokio::test]
+async fn runtime_throws_carry_the_typescript_line_and_column() {
+    let r = run("const a: number = 1;\nconsole.log('before');\n  throw new TypeError('bad ' + a);").await;
+    let message = failure(&r, FailureKind::Exception);
+    assert_eq!(message, "TypeError: bad 1");
+    let e = r.error.clone().unwrap();
+    assert_eq!(e.line, Some(3));
+    assert_eq!(e.column, Some(9));
+    assert_eq!(r.logs, vec!["before"], "logs printed before a failure are kept");
+}
+
+#[tokio::test]
+async fn thrown_non_errors_render_as_strings() {
+    let r = run("throw 'plain text';").await;
+    assert_eq!(failure(&r, FailureKind::Exception), "plain text");
+    let r = run("throw { toString() { throw new Error('no'); } };").await;
+    assert_eq!(failure(&r, FailureKind::Exception), "program threw an unrenderable value");
+}
+
+#[tokio::test]
+async fn engine_errors_point_into_the_program() {
+    let r = run("const o: any = undefined;\nreturn o.field;").await;
+    let message = failure(&r, FailureKind::Exception);
+    assert!(message.starts_with("TypeError"), "{message}");
+    assert_eq!(r.error.unwrap().line, Some(2));
+}
+
+#[tokio::test]
+async fn the_environment_is_empty() {
+    let r = run(
+        "return [typeof process, typeof require, typeof fetch, typeof globalThis.Deno, typeof WebAssembly];",
+    )
+    .await;
+    assert_eq!(value(&r), json!(["undefined", "undefined", "undefined", "undefined", "undefined"]));
+}
+
+#[tokio::test]
+async fn non_lossless_completions_are_invalid_output() {
+    for program in [
+        "return -0;",
+        "return new Date(0);",
+        "return { f() {} };",
+        "return [1, , 3];",
+        "return NaN;",
+        "return { a: undefined };",
+        "const a: any[] = []; a.push(a); return a;",
+        "class X {}; return new X();",
+        "return Object.assign([1], { extra: true });",
+        "return { get boom() { throw new Error('x'); } };",
+        "return new Map();",
+        "return { [Symbol('s')]: 1 };",
+    ] {
+        let r = run(program).await;
+        assert_eq!(
+            failure(&r, FailureKind::InvalidOutput),
+            "program completion must be lossless JSON",
+            "{program}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn shared_references_are_copied_and_proto_keys_kept() {
+    let r = run(
+        r#"const shared = { v: 1 }; const o = JSON.parse('{"__proto__": {"x": 1}}');
+           let reads = 0; const g = { get once() { reads++; return reads; } };
+           return [shared, shared, o, g, Object.create(null)];"#,
+    )
+    .await;
+    assert_eq!(value(&r), json!([{"v": 1}, {"v": 1}, {"__proto__": {"x": 1}}, {"once": 1}, {}]));
+}
+
+#[tokio::test]
+async fn timers_are_driven_by_the_host() {
+    let r = run(
+        r#"
+        const order: string[] = [];
+        const t = setTimeout(() => order.push('cancelled'), 5);
+        clearTimeout(t);
+        await new Promise<void>(resolve => setTimeout(() => { order.push('b'); resolve(); }, 20));
+        setTimeout((x: string) => order.push(x), 1, 'c');
+        queueMicrotask(() => order.push('a'));
+        await new Promise(r => setTimeout(r, 10));
+        return order;
+        "#,
+    )
+    .await;
+    assert_eq!(value(&r), json!(["b", "a", "c"]));
+}
+
+#[tokio::test]
+async fn waiting_on_a_promise_that_can_never_settle_fails_at_once() {
+    let r = run("await new Promise(() => {});\nreturn 1;").await;
+    let message = failure(&r, FailureKind::Exception);
+    assert!(message.contains("can never settle"), "{message}");
+}
+
+#[tokio::test]
+async fn calls_start_when_made_so_promise_all_overlaps() {
+    let rt = runtime();
+    let ns = tools(vec![("sleep", slow(100, json!("z")))]);
+    let r = run_on(
+        &rt,
+        "return await Promise.all(Array.from({ length: 10 }, () => tools.sleep({ ms: 100 })));",
+        vec![ns],
+        None,
+    )
+    .await;
+    assert_eq!(value(&r), serde_json::Value::Array(vec![json!("z"); 10]));
+    assert_eq!(r.calls.len(), 10);
+}
+
+#[tokio::test]
+async fn prototype_named_bindings_are_ordinary_functions() {
+    let ns = tools(vec![("__proto__", echo()), ("constructor", echo()), ("with-dash", echo())]);
+    let r = run_on(
+        &runtime(),
+        r#"
+        return [
+          await tools.__proto__({ a: 1 }),
+          await tools.constructor({ b: 2 }),
+          await tools['with-dash']({ c: 3 }),
+          typeof tools.hasOwnProperty,
+          Object.getPrototypeOf(tools) === null,
+          Object.isFrozen(tools),
+        ];
+        "#,
+        vec![ns],
+        None,
+    )
+    .await;
+    assert_eq!(value(&r), json!([{"a": 1}, {"b": 2}, {"c": 3}, "undefined", true, true]));
+}
+
+#[tokio::test]
+async fn no_state_survives_between_runs() {
+    let rt = runtime();
+    let first = run_on(&rt, "globalThis.leak = 42; (Object.prototype as any).polluted = 1; return 1;", vec![], None).await;
+    assert_eq!(value(&first), json!(1));
+    let second = run_on(&rt, "return [typeof (globalThis as any).leak, typeof ({} as any).polluted];", vec![], None).await;
+    assert_eq!(value(&second), json!(["undefined", "undefined"]));
+}
+
+#[tokio::test]
+async fn misuse_is_rejected_not_resolved() {
+    let rt = runtime();
+    for global in ["not valid!", "await", "$tools", "a$b", "lambda", "console"] {
+        let result = rt
+            .run(RunRequest {
+                program: "return 1".into(),
+                bindings: vec![namespace(global, vec![], None)],
+                signal: None,
+            })
+            .await;
+        assert!(matches!(result, Err(RunRejection::InvalidBindings(_))), "{global}");
+    }
+    let dup = rt
+        .run(RunRequest {
+            program: "return 1".into(),
+            bindings: vec![namespace("tools", vec![], None), namespace("tools", vec![], None)],
+            signal: None,
+        })
+        .await;
+    assert_eq!(dup.unwrap_err().to_string(), "codemode: duplicate binding global \"tools\"");
+}
+
+#[tokio::test]
+async fn dispose_aborts_in_flight_runs_waits_and_refuses_later_runs() {
+    let rt = runtime();
+    let started = Arc::new(AtomicUsize::new(0));
+    let s = started.clone();
+    let ns = tools(vec![(
+        "wait",
+        codemode_runtime::code::binding(move |_, signal| {
+            s.fetch_add(1, Ordering::SeqCst);
+            async move {
+                signal.aborted().await;
+                Ok(json!("stopped"))
+            }
+        }),
+    )]);
+    let handle = {
+        let rt = rt.clone();
+        tokio::spawn(async move { run_on(&rt, "await tools.wait({}); return 1;", vec![ns], None).await })
+    };
+    while started.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    rt.dispose().await;
+    assert_eq!(rt.live_runs(), 0);
+    let r = handle.await.unwrap();
+    assert_eq!(failure(&r, FailureKind::Abort), "runtime disposed");
+    let later = rt
+        .run(RunRequest {
+            program: "return 1".into(),
+            bindings: vec![],
+            signal: None,
+        })
+        .await;
+    let rejection = later.unwrap_err();
+    assert_eq!(rejection, RunRejection::Disposed);
+    assert!(rejection.to_string().contains("after disposal"));
+}
+
+#[tokio::test]
+async fn aborting_mid_run_reports_the_reason() {
+    let rt = runtime();
+    let controller = AbortController::new();
+    let signal = controller.signal();
+    let ns = tools(vec![("slow", slow(60_000, json!(null)))]);
+    let handle = {
+        let rt = rt.clone();
+        tokio::spawn(async move { run_on(&rt, "await tools.slow({}); return 1;", vec![ns], Some(signal)).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    controller.abort("user-cancel");
+    let r = tokio::time::timeout(std::time::Duration::from_secs(120), handle)
+        .await
+        .expect("the run waits for its started call, which finishes")
+        .unwrap();
+    assert_eq!(failure(&r, FailureKind::Abort), "user-cancel");
+}
+
+#[tokio::test]
+async fn a_pre_aborted_signal_resolves_without_running() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let ns = tools(vec![("echo", counted(calls.clone()))]);
+    let r = run_on(
+        &runtime(),
+        "await tools.echo({}); return 1;",
+        vec![ns],
+        Some(codemode_runtime::signal::AbortSignal::aborted_with("too-late")),
+    )
+    .await;
+    assert_eq!(failure(&r, FailureKind::Abort), "too-late");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn deeply_nested_source_fails_cleanly_or_runs() {
+    let program = format!("return {}1{};", "(".repeat(5_000), ")".repeat(5_000));
+    let r = run(&program).await;
+    match &r.error {
+        None => assert_eq!(r.value, Some(json!(1))),
+        Some(e) => assert!(
+            matches!(e.kind, FailureKind::WorkerExit | FailureKind::Exception),
+            "{e:?}"
+        ),
+    }
+    // The host survives and the next run works.
+    assert_eq!(value(&run("return 2;").await), json!(2));
+}
