@@ -1,0 +1,42 @@
+//! Renders the tools an agent can see as the `tools:sdk` prompt section: a compact, exact
+//! TypeScript (or Python) declaration of every tool, preceded by the instructions for writing a
+//! `run_code` program against it, plus the `tools:code-only` rule.
+//!
+//! Architecture invariant: the output is a pure function of the *set* of tools. Tool order, key
+//! order in schemas and repeated calls never change a byte, so the prompt prefix stays cacheable.
+//! Rendering is total (what cannot be typed is `unknown` / `Any`, never an error) and never
+//! exhausts the stack, whatever the schemas.
+//!
+//! ```
+//! use codemode_sdk_gen::{render_sdk, Language, ToolSchema};
+//! use serde_json::json;
+//!
+//! let tools = [ToolSchema {
+//!     name: "read_file".into(),
+//!     description: Some("Read a file.".into()),
+//!     parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+//!     output: None,
+//! }];
+//! let sdk = render_sdk(&tools, Language::TypeScript);
+//! assert!(sdk.contains("  /** Read a file. */\n  read_file: {\n    path: string;\n  } & Record<string, JsonValue>;\n"));
+//! ```
+
+mod annotations;
+mod input;
+mod instructions;
+mod python;
+mod refs;
+mod sdk;
+mod sections;
+mod shape;
+mod text;
+mod typescript;
+
+pub use input::{parse_tool_list, tool_list_from_value, InputError};
+pub use instructions::{CODE_ONLY_RULE, PYTHON_INSTRUCTIONS, TYPESCRIPT_INSTRUCTIONS};
+pub use sdk::{render_sdk, Language, ToolSchema};
+pub use sections::{
+    code_only_section, sdk_section, PromptSection, ToolsMode, CODE_ONLY_SECTION_ID,
+    CODE_ONLY_SECTION_ORDER, SDK_SECTION_ID, SDK_SECTION_ORDER,
+};
+pub use shape::MAX_DEPTH;
