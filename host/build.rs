@@ -30,7 +30,13 @@ fn main() {
     let mut command = Command::new(cargo);
     command
         .current_dir(&guest_dir)
-        .args(["build", "--release", "--locked", "--target", "wasm32-wasip1"])
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--target",
+            "wasm32-wasip1",
+        ])
         .arg("--target-dir")
         .arg(&target_dir);
     for var in [
@@ -52,7 +58,10 @@ fn main() {
     let status = command
         .status()
         .expect("could not start cargo to build the guest");
-    assert!(status.success(), "building the guest for wasm32-wasip1 failed");
+    assert!(
+        status.success(),
+        "building the guest for wasm32-wasip1 failed"
+    );
 
     let built = target_dir
         .join("wasm32-wasip1")

@@ -19,9 +19,16 @@ fn budgets(f: impl FnOnce(&mut Budgets)) -> Budgets {
 async fn a_hot_loop_exhausts_the_compute_budget() {
     let rt = runtime_with(budgets(|b| b.compute_ms = 200));
     let r = run_on(&rt, "console.log('started'); while (true) {}", vec![], None).await;
-    assert_eq!(failure(&r, FailureKind::Timeout), "compute budget exhausted (200ms busy)");
+    assert_eq!(
+        failure(&r, FailureKind::Timeout),
+        "compute budget exhausted (200ms busy)"
+    );
     assert_eq!(r.error.unwrap().cause, Some(FailureCause::Compute));
-    assert_eq!(r.logs, vec!["started"], "a killed run still returns what it printed");
+    assert_eq!(
+        r.logs,
+        vec!["started"],
+        "a killed run still returns what it printed"
+    );
 }
 
 #[tokio::test]
@@ -44,8 +51,17 @@ async fn waiting_on_a_slow_binding_is_not_charged() {
 #[tokio::test]
 async fn an_idle_program_hits_the_wall_clock() {
     let rt = runtime_with(budgets(|b| b.wall_ms = 300));
-    let r = run_on(&rt, "await new Promise(r => setTimeout(r, 3_600_000)); return 1;", vec![], None).await;
-    assert_eq!(failure(&r, FailureKind::Timeout), "wall-clock ceiling reached (300ms)");
+    let r = run_on(
+        &rt,
+        "await new Promise(r => setTimeout(r, 3_600_000)); return 1;",
+        vec![],
+        None,
+    )
+    .await;
+    assert_eq!(
+        failure(&r, FailureKind::Timeout),
+        "wall-clock ceiling reached (300ms)"
+    );
     assert_eq!(r.error.unwrap().cause, Some(FailureCause::Wall));
 }
 
@@ -56,7 +72,10 @@ async fn a_hot_loop_hits_the_wall_clock_before_a_huge_compute_budget() {
         b.compute_ms = 3_600_000;
     }));
     let r = run_on(&rt, "for (;;) {}", vec![], None).await;
-    assert_eq!(failure(&r, FailureKind::Timeout), "wall-clock ceiling reached (300ms)");
+    assert_eq!(
+        failure(&r, FailureKind::Timeout),
+        "wall-clock ceiling reached (300ms)"
+    );
 }
 
 #[tokio::test]
@@ -80,24 +99,47 @@ async fn running_out_of_memory_is_a_worker_exit_and_the_host_carries_on() {
 async fn failures_before_the_sandbox_still_fit_the_output_cap() {
     let rt = runtime_with(budgets(|b| b.max_output_bytes = 64));
     let long = "r".repeat(1_000);
-    let r = run_on(&rt, "return 1", vec![], Some(AbortSignal::aborted_with(&long))).await;
-    assert_eq!(failure(&r, FailureKind::OutputLimit), "outer output exceeded 64 bytes");
+    let r = run_on(
+        &rt,
+        "return 1",
+        vec![],
+        Some(AbortSignal::aborted_with(&long)),
+    )
+    .await;
+    assert_eq!(
+        failure(&r, FailureKind::OutputLimit),
+        "outer output exceeded 64 bytes"
+    );
     assert!(r.logs.is_empty());
     let tiny = runtime_with(budgets(|b| b.max_output_bytes = 4));
     let r = run_on(&tiny, "enum E { A }", vec![], None).await;
     let message = failure(&r, FailureKind::OutputLimit);
-    assert!(message.len() <= 2, "a message that cannot fit is cut: {message:?}");
+    assert!(
+        message.len() <= 2,
+        "a message that cannot fit is cut: {message:?}"
+    );
 }
 
 #[tokio::test]
 async fn runaway_logs_keep_a_bounded_prefix() {
     let rt = runtime_with(budgets(|b| b.max_output_bytes = 1_000));
-    let r = run_on(&rt, "for (let i = 0; ; i++) console.log('line ' + i);", vec![], None).await;
-    assert_eq!(failure(&r, FailureKind::OutputLimit), "outer output exceeded 1000 bytes");
+    let r = run_on(
+        &rt,
+        "for (let i = 0; ; i++) console.log('line ' + i);",
+        vec![],
+        None,
+    )
+    .await;
+    assert_eq!(
+        failure(&r, FailureKind::OutputLimit),
+        "outer output exceeded 1000 bytes"
+    );
     assert!(!r.logs.is_empty());
     assert_eq!(r.logs[0], "line 0");
     let total = serde_json::to_string(&r.logs).unwrap().len()
-        + serde_json::to_string(&r.error.unwrap().message).unwrap().len();
+        + serde_json::to_string(&r.error.unwrap().message)
+            .unwrap()
+            .len();
     assert!(total <= 1_000, "{total}");
 }
 
@@ -111,7 +153,9 @@ async fn one_oversized_first_log_keeps_an_escaped_prefix() {
     assert!(!kept.is_empty());
     assert!("😀\"\\\n".repeat(100).starts_with(kept.as_str()));
     let total = serde_json::to_string(&r.logs).unwrap().len()
-        + serde_json::to_string(&r.error.unwrap().message).unwrap().len();
+        + serde_json::to_string(&r.error.unwrap().message)
+            .unwrap()
+            .len();
     assert!(total <= 100);
 }
 
@@ -119,20 +163,32 @@ async fn one_oversized_first_log_keeps_an_escaped_prefix() {
 async fn an_oversized_return_is_an_output_limit_without_substitute() {
     let rt = runtime_with(budgets(|b| b.max_output_bytes = 100));
     let r = run_on(&rt, "return 'x'.repeat(1000);", vec![], None).await;
-    assert_eq!(failure(&r, FailureKind::OutputLimit), "outer output exceeded 100 bytes");
+    assert_eq!(
+        failure(&r, FailureKind::OutputLimit),
+        "outer output exceeded 100 bytes"
+    );
 }
 
 #[tokio::test]
 async fn a_giant_error_message_becomes_the_fixed_diagnostic() {
     let rt = runtime_with(budgets(|b| b.max_output_bytes = 64));
     let r = run_on(&rt, "throw new Error('e'.repeat(1_000_000));", vec![], None).await;
-    assert_eq!(failure(&r, FailureKind::OutputLimit), "outer output exceeded 64 bytes");
+    assert_eq!(
+        failure(&r, FailureKind::OutputLimit),
+        "outer output exceeded 64 bytes"
+    );
 }
 
 #[tokio::test]
 async fn the_ledger_is_exact_at_the_boundaries() {
     for (max, ok) in [(7, true), (6, false)] {
-        let r = run_on(&runtime_with(budgets(|b| b.max_output_bytes = max)), "return '€';", vec![], None).await;
+        let r = run_on(
+            &runtime_with(budgets(|b| b.max_output_bytes = max)),
+            "return '€';",
+            vec![],
+            None,
+        )
+        .await;
         assert_eq!(r.error.is_none(), ok, "€ at {max}: {r:?}");
     }
     for (max, ok) in [(11, true), (10, false)] {
@@ -141,7 +197,11 @@ async fn the_ledger_is_exact_at_the_boundaries() {
         assert_eq!(r.error.is_none(), ok, "log+return at {max}: {r:?}");
         let r = run_on(&rt, "console.log('abc'); throw 'xy';", vec![], None).await;
         let kind = r.error.as_ref().map(|e| e.kind);
-        let expected = if ok { FailureKind::Exception } else { FailureKind::OutputLimit };
+        let expected = if ok {
+            FailureKind::Exception
+        } else {
+            FailureKind::OutputLimit
+        };
         assert_eq!(kind, Some(expected), "log+throw at {max}: {r:?}");
     }
 }
@@ -150,16 +210,42 @@ async fn the_ledger_is_exact_at_the_boundaries() {
 async fn the_default_cap_passes_at_its_exact_boundary_and_fails_one_byte_over() {
     let rt = runtime();
     // Built from 1 MiB pieces: Boa's `repeat` holds one slice handle per repetition.
-    let r = run_on(&rt, "return 'x'.repeat(1 << 20).repeat(64).slice(0, 67108860);", vec![], None).await;
-    assert_eq!(r.value.as_ref().and_then(|v| v.as_str()).map(str::len), Some(67_108_860), "{:?}", r.error);
-    let r = run_on(&rt, "return 'x'.repeat(1 << 20).repeat(64).slice(0, 67108861);", vec![], None).await;
-    assert_eq!(failure(&r, FailureKind::OutputLimit), "outer output exceeded 67108864 bytes");
+    let r = run_on(
+        &rt,
+        "return 'x'.repeat(1 << 20).repeat(64).slice(0, 67108860);",
+        vec![],
+        None,
+    )
+    .await;
+    assert_eq!(
+        r.value.as_ref().and_then(|v| v.as_str()).map(str::len),
+        Some(67_108_860),
+        "{:?}",
+        r.error
+    );
+    let r = run_on(
+        &rt,
+        "return 'x'.repeat(1 << 20).repeat(64).slice(0, 67108861);",
+        vec![],
+        None,
+    )
+    .await;
+    assert_eq!(
+        failure(&r, FailureKind::OutputLimit),
+        "outer output exceeded 67108864 bytes"
+    );
 }
 
 #[tokio::test]
 async fn binding_arguments_and_resolutions_never_enter_the_ledger() {
     let rt = runtime_with(budgets(|b| b.max_output_bytes = 20));
-    let r = run_on(&rt, "const v = await tools.echo({ big: 'z'.repeat(100000) }); return v.big.length;", vec![tools(vec![("echo", echo())])], None).await;
+    let r = run_on(
+        &rt,
+        "const v = await tools.echo({ big: 'z'.repeat(100000) }); return v.big.length;",
+        vec![tools(vec![("echo", echo())])],
+        None,
+    )
+    .await;
     assert_eq!(value(&r), json!(100000));
 }
 
@@ -178,8 +264,21 @@ async fn a_resolution_landing_after_the_run_settled_is_dropped() {
             }
         }),
     )]);
-    let r = run_on(&runtime(), "tools.late({}); return 'early';", vec![ns], None).await;
+    let r = run_on(
+        &runtime(),
+        "tools.late({}); return 'early';",
+        vec![ns],
+        None,
+    )
+    .await;
     assert_eq!(value(&r), json!("early"));
-    assert_eq!(finished.load(Ordering::SeqCst), 1, "the run waited for its started call");
-    assert_eq!(r.calls[0].outcome, codemode_runtime::code::CallOutcome::Abandoned);
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        1,
+        "the run waited for its started call"
+    );
+    assert_eq!(
+        r.calls[0].outcome,
+        codemode_runtime::code::CallOutcome::Abandoned
+    );
 }

@@ -55,7 +55,12 @@ fn the_example_program_runs_with_the_built_in_tools() {
         .arg(&program)
         .output()
         .expect("run");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(
         json_of(&out),
         json!({
@@ -69,7 +74,10 @@ fn the_example_program_runs_with_the_built_in_tools() {
 fn people_get_logs_then_the_result() {
     let out = run_with_stdin(&["run"], "console.log('hi'); return { a: 1 };");
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n{\n  \"a\": 1\n}\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "hi\n{\n  \"a\": 1\n}\n"
+    );
 }
 
 #[test]
@@ -80,7 +88,10 @@ fn no_result_key_when_nothing_is_returned() {
 
 #[test]
 fn a_program_failure_exits_one_with_a_typed_error() {
-    let out = run_with_stdin(&["run", "--json"], "const a = 1;\n  throw new Error('boom');");
+    let out = run_with_stdin(
+        &["run", "--json"],
+        "const a = 1;\n  throw new Error('boom');",
+    );
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         json_of(&out),
@@ -90,7 +101,10 @@ fn a_program_failure_exits_one_with_a_typed_error() {
     assert_eq!(human.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&human.stderr);
     assert!(stderr.contains("error (exception) at 2:9"), "{stderr}");
-    assert!(stderr.contains("throw new Error('boom');"), "the TypeScript line is shown: {stderr}");
+    assert!(
+        stderr.contains("throw new Error('boom');"),
+        "the TypeScript line is shown: {stderr}"
+    );
 }
 
 #[test]
@@ -110,9 +124,15 @@ fn budget_flags_are_applied() {
         json_of(&out)["error"],
         json!({"kind": "timeout", "message": "compute budget exhausted (100ms busy)", "cause": "compute"})
     );
-    let out = run_with_stdin(&["run", "--json", "--max-output-bytes", "10"], "return 'a long result';");
+    let out = run_with_stdin(
+        &["run", "--json", "--max-output-bytes", "10"],
+        "return 'a long result';",
+    );
     assert_eq!(json_of(&out)["error"]["kind"], "output-limit");
-    let out = run_with_stdin(&["run", "--json", "--wall-ms", "200"], "await tools.sleep({ ms: 60000 });");
+    let out = run_with_stdin(
+        &["run", "--json", "--wall-ms", "200"],
+        "await tools.sleep({ ms: 60000 });",
+    );
     assert_eq!(json_of(&out)["error"]["cause"], "wall");
     let out = run_with_stdin(
         &["run", "--json", "--memory-mb", "32"],
@@ -123,14 +143,26 @@ fn budget_flags_are_applied() {
 
 #[test]
 fn usage_errors_exit_two() {
-    let out = Command::new(binary()).args(["run", "/nonexistent/program.ts"]).output().unwrap();
+    let out = Command::new(binary())
+        .args(["run", "/nonexistent/program.ts"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
-    let out = Command::new(binary()).args(["run", "--compute-ms", "zero"]).output().unwrap();
+    let out = Command::new(binary())
+        .args(["run", "--compute-ms", "zero"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let out = Command::new(binary()).args(["run", "--no-such-flag"]).output().unwrap();
+    let out = Command::new(binary())
+        .args(["run", "--no-such-flag"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let out = Command::new(binary()).args(["run", "--root", "/nonexistent"]).output().unwrap();
+    let out = Command::new(binary())
+        .args(["run", "--root", "/nonexistent"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let out = Command::new(binary()).arg("frobnicate").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -162,7 +194,10 @@ fn file_tools_are_confined_to_the_root() {
           listUp: await attempt(() => tools.list_dir({ path: '..' })),
         };
     "#;
-    let out = run_with_stdin(&["run", "--json", "--root", root.to_str().unwrap()], program);
+    let out = run_with_stdin(
+        &["run", "--json", "--root", root.to_str().unwrap()],
+        program,
+    );
     let doc = json_of(&out);
     let result = &doc["result"];
     assert_eq!(result["read"], "inside");
@@ -179,4 +214,23 @@ fn file_tools_are_confined_to_the_root() {
         .collect();
     assert_eq!(names, vec!["escape", "inner-link", "sub"]);
     let _ = std::fs::remove_dir_all(&base);
+}
+
+#[test]
+fn sdk_prints_the_built_in_tools_in_both_languages() {
+    let out = Command::new(binary()).args(["sdk"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("## Writing code for run_code"), "{text}");
+    assert!(text.contains("```ts"));
+    for name in ["echo", "sleep", "fail", "read_file", "list_dir"] {
+        assert!(text.contains(&format!("  {name}: ")), "{name} missing: {text}");
+    }
+    let again = Command::new(binary()).args(["sdk"]).output().unwrap();
+    assert_eq!(out.stdout, again.stdout, "byte-identical every time");
+    let py = Command::new(binary()).args(["sdk", "--lang", "python"]).output().unwrap();
+    assert_eq!(py.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&py.stdout).contains("```python"));
+    let bad = Command::new(binary()).args(["sdk", "--lang", "cobol"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
 }

@@ -20,7 +20,13 @@ fn guest(wat: &str, budgets: Budgets) -> WasmCodeRuntime {
 
 async fn run_guest(wat: &str, budgets: Budgets, calls: Arc<AtomicUsize>) -> RunResult {
     let rt = guest(wat, budgets);
-    run_on(&rt, "return 1", vec![tools(vec![("echo", counted(calls))])], None).await
+    run_on(
+        &rt,
+        "return 1",
+        vec![tools(vec![("echo", counted(calls))])],
+        None,
+    )
+    .await
 }
 
 async fn run_misc(mode: &str, budgets: Budgets) -> RunResult {
@@ -31,21 +37,42 @@ async fn run_misc(mode: &str, budgets: Budgets) -> RunResult {
 #[tokio::test]
 async fn forged_calls_are_dropped_and_the_real_call_still_works() {
     let calls = Arc::new(AtomicUsize::new(0));
-    let r = run_guest(&fixture("forged_calls.wat"), Budgets::default(), calls.clone()).await;
+    let r = run_guest(
+        &fixture("forged_calls.wat"),
+        Budgets::default(),
+        calls.clone(),
+    )
+    .await;
     assert_eq!(value(&r), json!({"a": 1}));
     assert!(r.logs.is_empty());
-    assert_eq!(calls.load(Ordering::SeqCst), 1, "only the real call reached the binding");
-    let outcomes: Vec<_> = r.calls.iter().map(|c| (c.name.as_str(), c.outcome)).collect();
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "only the real call reached the binding"
+    );
+    let outcomes: Vec<_> = r
+        .calls
+        .iter()
+        .map(|c| (c.name.as_str(), c.outcome))
+        .collect();
     assert_eq!(
         outcomes,
-        vec![("constructor", CallOutcome::Rejected), ("echo", CallOutcome::Resolved)]
+        vec![
+            ("constructor", CallOutcome::Rejected),
+            ("echo", CallOutcome::Resolved)
+        ]
     );
 }
 
 #[tokio::test]
 async fn the_first_outcome_wins_and_later_traffic_is_ignored() {
     let calls = Arc::new(AtomicUsize::new(0));
-    let r = run_guest(&fixture("done_twice.wat"), Budgets::default(), calls.clone()).await;
+    let r = run_guest(
+        &fixture("done_twice.wat"),
+        Budgets::default(),
+        calls.clone(),
+    )
+    .await;
     assert_eq!(value(&r), json!(1));
     assert!(r.logs.is_empty());
     assert_eq!(calls.load(Ordering::SeqCst), 0);
@@ -53,18 +80,35 @@ async fn the_first_outcome_wins_and_later_traffic_is_ignored() {
 
 #[tokio::test]
 async fn a_forged_negative_zero_completion_is_revalidated() {
-    let r = run_guest(&fixture("done_value.wat"), Budgets::default(), Arc::new(AtomicUsize::new(0))).await;
-    assert_eq!(failure(&r, FailureKind::InvalidOutput), "program completion must be lossless JSON");
+    let r = run_guest(
+        &fixture("done_value.wat"),
+        Budgets::default(),
+        Arc::new(AtomicUsize::new(0)),
+    )
+    .await;
+    assert_eq!(
+        failure(&r, FailureKind::InvalidOutput),
+        "program completion must be lossless JSON"
+    );
 }
 
 #[tokio::test]
 async fn a_deep_forged_completion_decodes_without_overflowing_the_host() {
-    let r = run_guest(&fixture("deep_done.wat"), Budgets::default(), Arc::new(AtomicUsize::new(0))).await;
+    let r = run_guest(
+        &fixture("deep_done.wat"),
+        Budgets::default(),
+        Arc::new(AtomicUsize::new(0)),
+    )
+    .await;
     let mut v = r.value.expect("a value");
     let mut depth = 0;
     while let serde_json::Value::Array(mut items) = v {
         depth += 1;
-        v = if items.is_empty() { serde_json::Value::Null } else { items.remove(0) };
+        v = if items.is_empty() {
+            serde_json::Value::Null
+        } else {
+            items.remove(0)
+        };
     }
     assert_eq!(depth, 3000);
     let deeper = fixture("deep_done.wat").replace("(i32.const 3000)", "(i32.const 20000)");
@@ -74,32 +118,56 @@ async fn a_deep_forged_completion_decodes_without_overflowing_the_host() {
 
 #[tokio::test]
 async fn a_forged_log_flood_goes_through_the_same_cap() {
-    let budgets = Budgets { max_output_bytes: 1_000, ..Budgets::default() };
-    let r = run_guest(&fixture("log_flood.wat"), budgets, Arc::new(AtomicUsize::new(0))).await;
-    assert_eq!(failure(&r, FailureKind::OutputLimit), "outer output exceeded 1000 bytes");
+    let budgets = Budgets {
+        max_output_bytes: 1_000,
+        ..Budgets::default()
+    };
+    let r = run_guest(
+        &fixture("log_flood.wat"),
+        budgets,
+        Arc::new(AtomicUsize::new(0)),
+    )
+    .await;
+    assert_eq!(
+        failure(&r, FailureKind::OutputLimit),
+        "outer output exceeded 1000 bytes"
+    );
     assert!(!r.logs.is_empty());
     assert!(r.logs.iter().all(|l| l.chars().all(|c| c == '"')));
-    let total = serde_json::to_string(&r.logs).unwrap().len() + "\"outer output exceeded 1000 bytes\"".len();
+    let total = serde_json::to_string(&r.logs).unwrap().len()
+        + "\"outer output exceeded 1000 bytes\"".len();
     assert!(total <= 1_000);
 }
 
 #[tokio::test]
 async fn a_guest_declared_overflow_is_honoured() {
-    let budgets = Budgets { max_output_bytes: 500, ..Budgets::default() };
+    let budgets = Budgets {
+        max_output_bytes: 500,
+        ..Budgets::default()
+    };
     let r = run_misc("(call $output_limit)", budgets).await;
-    assert_eq!(failure(&r, FailureKind::OutputLimit), "outer output exceeded 500 bytes");
+    assert_eq!(
+        failure(&r, FailureKind::OutputLimit),
+        "outer output exceeded 500 bytes"
+    );
 }
 
 #[tokio::test]
 async fn proc_exit_is_a_worker_exit_with_its_code() {
     let r = run_misc("(call $proc_exit (i32.const 7))", Budgets::default()).await;
-    assert_eq!(failure(&r, FailureKind::WorkerExit), "worker exited with code 7 before completing");
+    assert_eq!(
+        failure(&r, FailureKind::WorkerExit),
+        "worker exited with code 7 before completing"
+    );
     assert!(r.logs.is_empty());
 }
 
 #[tokio::test]
 async fn a_spinning_guest_runs_out_of_fuel() {
-    let budgets = Budgets { compute_ms: 100, ..Budgets::default() };
+    let budgets = Budgets {
+        compute_ms: 100,
+        ..Budgets::default()
+    };
     let r = run_misc("(loop $l (br $l))", budgets).await;
     failure(&r, FailureKind::Timeout);
     assert_eq!(r.error.unwrap().cause, Some(FailureCause::Compute));
@@ -116,7 +184,12 @@ async fn a_guest_that_waits_with_nothing_pending_cannot_settle() {
 async fn a_guest_that_finishes_without_an_outcome_is_a_worker_exit() {
     let r = run_misc("(return (i32.const 0))", Budgets::default()).await;
     failure(&r, FailureKind::WorkerExit);
-    let r = run_guest(&fixture("no_memory.wat"), Budgets::default(), Arc::new(AtomicUsize::new(0))).await;
+    let r = run_guest(
+        &fixture("no_memory.wat"),
+        Budgets::default(),
+        Arc::new(AtomicUsize::new(0)),
+    )
+    .await;
     failure(&r, FailureKind::WorkerExit);
 }
 
@@ -125,14 +198,25 @@ async fn traps_are_typed_failures_and_never_panics() {
     let r = run_misc("(unreachable)", Budgets::default()).await;
     failure(&r, FailureKind::WorkerExit);
     assert_eq!(r.error.unwrap().cause, Some(FailureCause::Trap));
-    let r = run_misc("(drop (i32.load (i32.const 0xfffffff0)))", Budgets::default()).await;
+    let r = run_misc(
+        "(drop (i32.load (i32.const 0xfffffff0)))",
+        Budgets::default(),
+    )
+    .await;
     failure(&r, FailureKind::WorkerExit);
 }
 
 #[tokio::test]
 async fn unbounded_memory_growth_hits_the_memory_limit() {
-    let budgets = Budgets { memory_mb: 16, ..Budgets::default() };
-    let r = run_misc("(loop $l (drop (memory.grow (i32.const 16))) (br $l))", budgets).await;
+    let budgets = Budgets {
+        memory_mb: 16,
+        ..Budgets::default()
+    };
+    let r = run_misc(
+        "(loop $l (drop (memory.grow (i32.const 16))) (br $l))",
+        budgets,
+    )
+    .await;
     let message = failure(&r, FailureKind::WorkerExit);
     assert!(message.contains("memory limit"), "{message}");
     assert_eq!(r.error.unwrap().cause, Some(FailureCause::Memory));
@@ -140,13 +224,21 @@ async fn unbounded_memory_growth_hits_the_memory_limit() {
 
 #[tokio::test]
 async fn timers_fire_once_and_cancelled_ones_never() {
-    let r = run_guest(&fixture("timers.wat"), Budgets::default(), Arc::new(AtomicUsize::new(0))).await;
+    let r = run_guest(
+        &fixture("timers.wat"),
+        Budgets::default(),
+        Arc::new(AtomicUsize::new(0)),
+    )
+    .await;
     assert_eq!(value(&r), json!(2));
 }
 
 #[tokio::test]
 async fn a_guest_without_the_entry_points_is_refused_cleanly() {
-    let rt = guest("(module (memory (export \"memory\") 1))", Budgets::default());
+    let rt = guest(
+        "(module (memory (export \"memory\") 1))",
+        Budgets::default(),
+    );
     let r = run_on(&rt, "return 1", vec![], None).await;
     failure(&r, FailureKind::WorkerExit);
 }

@@ -28,7 +28,10 @@ async fn lossy_arguments_are_rejected_in_the_guest_before_the_host() {
     .await;
     let v = value(&r);
     for item in v.as_array().unwrap() {
-        assert_eq!(item, &json!("ToolCallError:echo:binding arguments must be lossless JSON"));
+        assert_eq!(
+            item,
+            &json!("ToolCallError:echo:binding arguments must be lossless JSON")
+        );
     }
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     assert!(r.calls.is_empty());
@@ -50,12 +53,16 @@ async fn mutated_boundary_globals_do_not_change_transport_or_validation() {
         "#,
     )
     .await;
-    assert_eq!(value(&r), json!({"echoed": {"list": [1, 2, {"k": "v"}], "s": "x\"y"}, "date": "ok"}));
+    assert_eq!(
+        value(&r),
+        json!({"echoed": {"list": [1, 2, {"k": "v"}], "s": "x\"y"}, "date": "ok"})
+    );
 }
 
 #[tokio::test]
 async fn spoofed_prototypes_are_rejected_as_completions() {
-    let r = run("const o = Object.create(Object.create(Object.prototype)); o.a = 1; return o;").await;
+    let r =
+        run("const o = Object.create(Object.create(Object.prototype)); o.a = 1; return o;").await;
     failure(&r, FailureKind::InvalidOutput);
     let r = run("class A extends Array {}; return A.from([1]);").await;
     failure(&r, FailureKind::InvalidOutput);
@@ -73,7 +80,11 @@ async fn a_non_lossless_resolution_is_a_typed_failure() {
     .await;
     assert_eq!(
         value(&r),
-        json!(["ToolCallError", "neg", "binding resolution must be lossless JSON"])
+        json!([
+            "ToolCallError",
+            "neg",
+            "binding resolution must be lossless JSON"
+        ])
     );
 }
 
@@ -96,18 +107,19 @@ async fn the_injected_error_class_survives_global_tampering() {
 
 #[tokio::test]
 async fn the_namespace_cannot_be_mutated() {
-    let r = run(
-        r#"
+    let r = run(r#"
         'use strict';
         const attempts: string[] = [];
         try { (tools as any).echo = () => 'forged'; } catch (e) { attempts.push('assign'); }
         try { delete (tools as any).echo; } catch (e) { attempts.push('delete'); }
         try { (tools as any).extra = 1; } catch (e) { attempts.push('add'); }
         return [attempts, await tools.echo({ ok: true })];
-        "#,
-    )
+        "#)
     .await;
-    assert_eq!(value(&r), json!([["assign", "delete", "add"], {"ok": true}]));
+    assert_eq!(
+        value(&r),
+        json!([["assign", "delete", "add"], {"ok": true}])
+    );
 }
 
 #[tokio::test]
@@ -140,4 +152,14 @@ async fn a_thrown_error_from_a_timer_fails_the_run() {
     let r = run("setTimeout(() => { throw new Error('late boom'); }, 1);\nawait new Promise(r => setTimeout(r, 50));").await;
     let message = failure(&r, FailureKind::Exception);
     assert_eq!(message, "Error: late boom");
+}
+
+#[tokio::test]
+async fn a_program_cannot_close_the_function_it_is_wrapped_in() {
+    let r = run("} + (globalThis.escaped = 1), function () {").await;
+    let message = failure(&r, FailureKind::Exception);
+    assert!(message.contains("body of one function"), "{message}");
+    // An ordinary program that happens to contain functions is untouched.
+    let r = run("function inner() { return 2; }\nreturn (async () => inner())();").await;
+    assert_eq!(value(&r), json!(2));
 }

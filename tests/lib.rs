@@ -99,7 +99,13 @@ pub async fn run_on(
 
 /// Runs `program` with the default budgets and an echo tool.
 pub async fn run(program: &str) -> RunResult {
-    run_on(&runtime(), program, vec![tools(vec![("echo", echo())])], None).await
+    run_on(
+        &runtime(),
+        program,
+        vec![tools(vec![("echo", echo())])],
+        None,
+    )
+    .await
 }
 
 /// Asserts a failure of `kind` and returns its message.
@@ -117,7 +123,11 @@ pub fn failure(result: &RunResult, kind: FailureKind) -> String {
 /// Asserts success and returns the value.
 #[track_caller]
 pub fn value(result: &RunResult) -> Value {
-    assert!(result.error.is_none(), "expected success, got {:?}", result.error);
+    assert!(
+        result.error.is_none(),
+        "expected success, got {:?}",
+        result.error
+    );
     result
         .value
         .as_ref()

@@ -57,8 +57,16 @@ async fn console_inspects_with_depth_and_length_limits() {
     assert!(r.error.is_none(), "{r:?}");
     assert_eq!(r.logs[0], "{ a: { b: { c: { d: [Object] } } } }");
     assert!(r.logs[2].contains("... 50 more items"), "{}", r.logs[2]);
-    assert!(r.logs[3].starts_with("10005 [\n  'yyy"), "{}", &r.logs[3][..20]);
-    assert!(r.logs[3].ends_with("'... 3 more characters\n]"), "{}", &r.logs[3][r.logs[3].len() - 40..]);
+    assert!(
+        r.logs[3].starts_with("10005 [\n  'yyy"),
+        "{}",
+        &r.logs[3][..20]
+    );
+    assert!(
+        r.logs[3].ends_with("'... 3 more characters\n]"),
+        "{}",
+        &r.logs[3][r.logs[3].len() - 40..]
+    );
     assert_eq!(
         r.logs[4],
         "[Object: null prototype] { k: 'v' } Map(1) { 'a' => 1 } Set(1) { 1 } [ [Function: named], [Function (anonymous)] ]"
@@ -114,7 +122,11 @@ async fn bindings_resolve_and_reject_as_tool_call_errors() {
 
 #[tokio::test]
 async fn a_consumer_declared_error_class_is_materialised() {
-    let ns = namespace("helpers", vec![("boom", failing("kaput"))], Some(("HelperCallError", "helperName")));
+    let ns = namespace(
+        "helpers",
+        vec![("boom", failing("kaput"))],
+        Some(("HelperCallError", "helperName")),
+    );
     let r = run_on(
         &runtime(),
         r#"
@@ -209,13 +221,18 @@ async fn syntax_errors_are_exceptions_with_positions() {
 
 #[tokio::test]
 async fn runtime_throws_carry_the_typescript_line_and_column() {
-    let r = run("const a: number = 1;\nconsole.log('before');\n  throw new TypeError('bad ' + a);").await;
+    let r = run("const a: number = 1;\nconsole.log('before');\n  throw new TypeError('bad ' + a);")
+        .await;
     let message = failure(&r, FailureKind::Exception);
     assert_eq!(message, "TypeError: bad 1");
     let e = r.error.clone().unwrap();
     assert_eq!(e.line, Some(3));
     assert_eq!(e.column, Some(9));
-    assert_eq!(r.logs, vec!["before"], "logs printed before a failure are kept");
+    assert_eq!(
+        r.logs,
+        vec!["before"],
+        "logs printed before a failure are kept"
+    );
 }
 
 #[tokio::test]
@@ -223,7 +240,10 @@ async fn thrown_non_errors_render_as_strings() {
     let r = run("throw 'plain text';").await;
     assert_eq!(failure(&r, FailureKind::Exception), "plain text");
     let r = run("throw { toString() { throw new Error('no'); } };").await;
-    assert_eq!(failure(&r, FailureKind::Exception), "program threw an unrenderable value");
+    assert_eq!(
+        failure(&r, FailureKind::Exception),
+        "program threw an unrenderable value"
+    );
 }
 
 #[tokio::test]
@@ -240,7 +260,16 @@ async fn the_environment_is_empty() {
         "return [typeof process, typeof require, typeof fetch, typeof globalThis.Deno, typeof WebAssembly];",
     )
     .await;
-    assert_eq!(value(&r), json!(["undefined", "undefined", "undefined", "undefined", "undefined"]));
+    assert_eq!(
+        value(&r),
+        json!([
+            "undefined",
+            "undefined",
+            "undefined",
+            "undefined",
+            "undefined"
+        ])
+    );
 }
 
 #[tokio::test]
@@ -276,13 +305,15 @@ async fn shared_references_are_copied_and_proto_keys_kept() {
            return [shared, shared, o, g, Object.create(null)];"#,
     )
     .await;
-    assert_eq!(value(&r), json!([{"v": 1}, {"v": 1}, {"__proto__": {"x": 1}}, {"once": 1}, {}]));
+    assert_eq!(
+        value(&r),
+        json!([{"v": 1}, {"v": 1}, {"__proto__": {"x": 1}}, {"once": 1}, {}])
+    );
 }
 
 #[tokio::test]
 async fn timers_are_driven_by_the_host() {
-    let r = run(
-        r#"
+    let r = run(r#"
         const order: string[] = [];
         const t = setTimeout(() => order.push('cancelled'), 5);
         clearTimeout(t);
@@ -291,8 +322,7 @@ async fn timers_are_driven_by_the_host() {
         queueMicrotask(() => order.push('a'));
         await new Promise(r => setTimeout(r, 10));
         return order;
-        "#,
-    )
+        "#)
     .await;
     assert_eq!(value(&r), json!(["b", "a", "c"]));
 }
@@ -321,7 +351,11 @@ async fn calls_start_when_made_so_promise_all_overlaps() {
 
 #[tokio::test]
 async fn prototype_named_bindings_are_ordinary_functions() {
-    let ns = tools(vec![("__proto__", echo()), ("constructor", echo()), ("with-dash", echo())]);
+    let ns = tools(vec![
+        ("__proto__", echo()),
+        ("constructor", echo()),
+        ("with-dash", echo()),
+    ]);
     let r = run_on(
         &runtime(),
         r#"
@@ -338,15 +372,30 @@ async fn prototype_named_bindings_are_ordinary_functions() {
         None,
     )
     .await;
-    assert_eq!(value(&r), json!([{"a": 1}, {"b": 2}, {"c": 3}, "undefined", true, true]));
+    assert_eq!(
+        value(&r),
+        json!([{"a": 1}, {"b": 2}, {"c": 3}, "undefined", true, true])
+    );
 }
 
 #[tokio::test]
 async fn no_state_survives_between_runs() {
     let rt = runtime();
-    let first = run_on(&rt, "globalThis.leak = 42; (Object.prototype as any).polluted = 1; return 1;", vec![], None).await;
+    let first = run_on(
+        &rt,
+        "globalThis.leak = 42; (Object.prototype as any).polluted = 1; return 1;",
+        vec![],
+        None,
+    )
+    .await;
     assert_eq!(value(&first), json!(1));
-    let second = run_on(&rt, "return [typeof (globalThis as any).leak, typeof ({} as any).polluted];", vec![], None).await;
+    let second = run_on(
+        &rt,
+        "return [typeof (globalThis as any).leak, typeof ({} as any).polluted];",
+        vec![],
+        None,
+    )
+    .await;
     assert_eq!(value(&second), json!(["undefined", "undefined"]));
 }
 
@@ -361,16 +410,25 @@ async fn misuse_is_rejected_not_resolved() {
                 signal: None,
             })
             .await;
-        assert!(matches!(result, Err(RunRejection::InvalidBindings(_))), "{global}");
+        assert!(
+            matches!(result, Err(RunRejection::InvalidBindings(_))),
+            "{global}"
+        );
     }
     let dup = rt
         .run(RunRequest {
             program: "return 1".into(),
-            bindings: vec![namespace("tools", vec![], None), namespace("tools", vec![], None)],
+            bindings: vec![
+                namespace("tools", vec![], None),
+                namespace("tools", vec![], None),
+            ],
             signal: None,
         })
         .await;
-    assert_eq!(dup.unwrap_err().to_string(), "codemode: duplicate binding global \"tools\"");
+    assert_eq!(
+        dup.unwrap_err().to_string(),
+        "codemode: duplicate binding global \"tools\""
+    );
 }
 
 #[tokio::test]
@@ -390,7 +448,9 @@ async fn dispose_aborts_in_flight_runs_waits_and_refuses_later_runs() {
     )]);
     let handle = {
         let rt = rt.clone();
-        tokio::spawn(async move { run_on(&rt, "await tools.wait({}); return 1;", vec![ns], None).await })
+        tokio::spawn(
+            async move { run_on(&rt, "await tools.wait({}); return 1;", vec![ns], None).await },
+        )
     };
     while started.load(Ordering::SeqCst) == 0 {
         tokio::task::yield_now().await;
@@ -419,7 +479,15 @@ async fn aborting_mid_run_reports_the_reason() {
     let ns = tools(vec![("slow", slow(60_000, json!(null)))]);
     let handle = {
         let rt = rt.clone();
-        tokio::spawn(async move { run_on(&rt, "await tools.slow({}); return 1;", vec![ns], Some(signal)).await })
+        tokio::spawn(async move {
+            run_on(
+                &rt,
+                "await tools.slow({}); return 1;",
+                vec![ns],
+                Some(signal),
+            )
+            .await
+        })
     };
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     controller.abort("user-cancel");
@@ -438,7 +506,9 @@ async fn a_pre_aborted_signal_resolves_without_running() {
         &runtime(),
         "await tools.echo({}); return 1;",
         vec![ns],
-        Some(codemode_runtime::signal::AbortSignal::aborted_with("too-late")),
+        Some(codemode_runtime::signal::AbortSignal::aborted_with(
+            "too-late",
+        )),
     )
     .await;
     assert_eq!(failure(&r, FailureKind::Abort), "too-late");
@@ -458,4 +528,16 @@ async fn deeply_nested_source_fails_cleanly_or_runs() {
     }
     // The host survives and the next run works.
     assert_eq!(value(&run("return 2;").await), json!(2));
+}
+
+#[tokio::test]
+async fn a_due_timer_is_not_starved_by_instant_calls() {
+    let r = run("let stop = false;\nsetTimeout(() => { stop = true; }, 1);\nwhile (!stop) await tools.echo({});\nreturn 'stopped';").await;
+    assert_eq!(value(&r), json!("stopped"));
+}
+
+#[tokio::test]
+async fn a_getter_calling_a_tool_during_a_snapshot_cannot_corrupt_it() {
+    let r = run("return { get a() { tools.echo({ nested: true }).catch(() => {}); return 2; }, b: [1] };").await;
+    assert_eq!(value(&r), json!({"a": 2, "b": [1]}));
 }

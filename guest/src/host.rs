@@ -10,7 +10,7 @@ extern "C" {
     fn reply_read(ptr: *mut u8, len: u32) -> u32;
     fn log(ptr: *const u8, len: u32);
     fn call(id: u32, ptr: *const u8, len: u32) -> u32;
-    fn timer_start(id: u32, delay_ms: f64);
+    fn timer_start(id: u32, delay_ms: f64) -> u32;
     fn timer_cancel(id: u32);
     fn done(ptr: *const u8, len: u32);
 }
@@ -49,9 +49,10 @@ pub fn send_call(id: u32, frame: &[u8]) -> bool {
     unsafe { call(id, frame.as_ptr(), frame.len() as u32) == 0 }
 }
 
-pub fn start_timer(id: u32, delay_ms: f64) {
+/// Arms a host timer; false when the host refused it (too many armed).
+pub fn start_timer(id: u32, delay_ms: f64) -> bool {
     // SAFETY: no memory is passed.
-    unsafe { timer_start(id, delay_ms) }
+    unsafe { timer_start(id, delay_ms) == 0 }
 }
 
 pub fn cancel_timer(id: u32) {

@@ -137,7 +137,11 @@ pub fn parse(bytes: &[u8], context: &mut Context) -> Option<JsValue> {
         loop {
             match stack.last_mut() {
                 None => {
-                    return if s.peek().is_none() { Some(value) } else { None };
+                    return if s.peek().is_none() {
+                        Some(value)
+                    } else {
+                        None
+                    };
                 }
                 Some(Open::Array(items)) => {
                     items.push(value);

@@ -127,9 +127,11 @@ fn native_call(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsVal
 fn native_timer_start(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
     let id = arg_u32(args, 0);
     let delay = args.get(1).and_then(JsValue::as_number).unwrap_or(1.0);
-    BOOK.with_borrow_mut(|book| book.timers_armed.insert(id));
-    host::start_timer(id, delay);
-    Ok(JsValue::undefined())
+    let armed = host::start_timer(id, delay);
+    if armed {
+        BOOK.with_borrow_mut(|book| book.timers_armed.insert(id));
+    }
+    Ok(armed.into())
 }
 
 fn native_timer_cancel(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
@@ -231,30 +233,46 @@ fn drain(context: &mut Context, hooks: &Hooks) -> u32 {
 
 fn host_object(context: &mut Context) -> JsObject {
     let mut init = ObjectInitializer::new(context);
-    init.function(NativeFunction::from_fn_ptr(native_log), js_string!("log"), 1)
-        .function(NativeFunction::from_fn_ptr(native_call), js_string!("call"), 4)
-        .function(
-            NativeFunction::from_fn_ptr(native_timer_start),
-            js_string!("timerStart"),
-            2,
-        )
-        .function(
-            NativeFunction::from_fn_ptr(native_timer_cancel),
-            js_string!("timerCancel"),
-            1,
-        )
-        .function(NativeFunction::from_fn_ptr(native_done), js_string!("done"), 4)
-        .function(
-            NativeFunction::from_fn_ptr(native_json_begin),
-            js_string!("jsonBegin"),
-            0,
-        )
-        .function(NativeFunction::from_fn_ptr(native_json_raw), js_string!("jsonRaw"), 1)
-        .function(
-            NativeFunction::from_fn_ptr(native_json_string),
-            js_string!("jsonString"),
-            1,
-        );
+    init.function(
+        NativeFunction::from_fn_ptr(native_log),
+        js_string!("log"),
+        1,
+    )
+    .function(
+        NativeFunction::from_fn_ptr(native_call),
+        js_string!("call"),
+        4,
+    )
+    .function(
+        NativeFunction::from_fn_ptr(native_timer_start),
+        js_string!("timerStart"),
+        2,
+    )
+    .function(
+        NativeFunction::from_fn_ptr(native_timer_cancel),
+        js_string!("timerCancel"),
+        1,
+    )
+    .function(
+        NativeFunction::from_fn_ptr(native_done),
+        js_string!("done"),
+        4,
+    )
+    .function(
+        NativeFunction::from_fn_ptr(native_json_begin),
+        js_string!("jsonBegin"),
+        0,
+    )
+    .function(
+        NativeFunction::from_fn_ptr(native_json_raw),
+        js_string!("jsonRaw"),
+        1,
+    )
+    .function(
+        NativeFunction::from_fn_ptr(native_json_string),
+        js_string!("jsonString"),
+        1,
+    );
     init.build()
 }
 
@@ -262,7 +280,11 @@ fn get_fn(object: &JsObject, name: &str, context: &mut Context) -> JsResult<JsOb
     object
         .get(JsString::from(name), context)?
         .as_object()
-        .ok_or_else(|| JsNativeError::typ().with_message(format!("prelude lacks {name}")).into())
+        .ok_or_else(|| {
+            JsNativeError::typ()
+                .with_message(format!("prelude lacks {name}"))
+                .into()
+        })
 }
 
 fn namespace_descriptors(boot: &frames::Boot, context: &mut Context) -> JsResult<JsValue> {
@@ -302,15 +324,16 @@ fn new_context() -> JsResult<(Context, JsObject)> {
     let mut context = Context::builder()
         .job_executor(Rc::new(jobs::Queue::default()))
         .build()?;
-    let init = context.eval(Source::from_bytes(PRELUDE).with_path(Path::new("codemode:prelude")))?;
-    let init = init
-        .as_object()
-        .ok_or_else(|| JsError::from(JsNativeError::typ().with_message("prelude is not a function")))?;
+    let init =
+        context.eval(Source::from_bytes(PRELUDE).with_path(Path::new("codemode:prelude")))?;
+    let init = init.as_object().ok_or_else(|| {
+        JsError::from(JsNativeError::typ().with_message("prelude is not a function"))
+    })?;
     let host = host_object(&mut context);
     let prelude = init.call(&JsValue::undefined(), &[host.into()], &mut context)?;
-    let prelude = prelude
-        .as_object()
-        .ok_or_else(|| JsError::from(JsNativeError::typ().with_message("prelude returned no API")))?;
+    let prelude = prelude.as_object().ok_or_else(|| {
+        JsError::from(JsNativeError::typ().with_message("prelude returned no API"))
+    })?;
     Ok((context, prelude))
 }
 
@@ -323,9 +346,9 @@ fn start(boot: &frames::Boot, context: &mut Context, prelude: &JsObject) -> JsRe
     let install = get_fn(prelude, "install", context)?;
     let descriptors = namespace_descriptors(boot, context)?;
     let installed = install.call(&JsValue::undefined(), &[descriptors], context)?;
-    let installed = installed
-        .as_object()
-        .ok_or_else(|| JsError::from(JsNativeError::typ().with_message("install returned nothing")))?;
+    let installed = installed.as_object().ok_or_else(|| {
+        JsError::from(JsNativeError::typ().with_message("install returned nothing"))
+    })?;
     let params = installed.get(js_string!("params"), context)?;
     let values = installed.get(js_string!("values"), context)?;
     let params = params
@@ -334,7 +357,12 @@ fn start(boot: &frames::Boot, context: &mut Context, prelude: &JsObject) -> JsRe
     let count = params.get(js_string!("length"), context)?.to_u32(context)?;
     let mut names = Vec::with_capacity(count as usize);
     for i in 0..count {
-        names.push(params.get(i, context)?.to_string(context)?.to_std_string_lossy());
+        names.push(
+            params
+                .get(i, context)?
+                .to_string(context)?
+                .to_std_string_lossy(),
+        );
     }
     // Parameter names were checked as portable identifiers by the host before the run.
     let source = format!(
@@ -342,11 +370,18 @@ fn start(boot: &frames::Boot, context: &mut Context, prelude: &JsObject) -> JsRe
         names.join(", "),
         boot.program
     );
-    let compiled = context.eval(Source::from_bytes(source.as_bytes()).with_path(Path::new(PROGRAM_PATH)));
+    let compiled =
+        context.eval(Source::from_bytes(source.as_bytes()).with_path(Path::new(PROGRAM_PATH)));
     match compiled {
         Ok(main) => {
             let start = get_fn(prelude, "start", context)?;
-            start.call(&JsValue::undefined(), &[main, values], context)?;
+            // The function's own source text is the script minus its enclosing parentheses.
+            let expected = source.encode_utf16().count().saturating_sub(2);
+            start.call(
+                &JsValue::undefined(),
+                &[main, values, JsValue::from(expected as f64)],
+                context,
+            )?;
         }
         Err(error) => report_compile_error(error, context),
     }
@@ -451,7 +486,11 @@ pub extern "C" fn cm_deliver(len: u32) -> u32 {
             BOOK.with_borrow_mut(|book| book.calls_in_flight.remove(&id));
             hooks.settle.call(
                 &JsValue::undefined(),
-                &[id.into(), false.into(), JsString::from(message.as_str()).into()],
+                &[
+                    id.into(),
+                    false.into(),
+                    JsString::from(message.as_str()).into(),
+                ],
                 context,
             )
         }

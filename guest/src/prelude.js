@@ -10,6 +10,8 @@
   const ErrorProto = Error.prototype;
   const ErrorCtor = Error;
   const TypeErrorCtor = TypeError;
+  const SyntaxErrorCtor = SyntaxError;
+  const RangeErrorCtor = RangeError;
   const PromiseCtor = Promise;
   const MapCtor = Map;
   const SetCtor = Set;
@@ -119,7 +121,19 @@
     }
   }
   // Writes the snapshot into the host-bound JSON buffer; false when the value is not lossless.
+  // A getter that starts a binding call or returns from inside a snapshot would reuse the one
+  // buffer, so a nested snapshot is refused.
+  let snapshotting = false;
   function snapshot(root) {
+    if (snapshotting) return false;
+    snapshotting = true;
+    try {
+      return snapshotInto(root);
+    } finally {
+      snapshotting = false;
+    }
+  }
+  function snapshotInto(root) {
     jsonBegin();
     const onPath = new SetCtor();
     // Frames: { value, keys, index, isArray, length }
@@ -522,8 +536,10 @@
     if (!(ms >= 1 && ms <= 2147483647)) ms = 1;
     nextTimerId += 1;
     const id = nextTimerId;
+    if (!hostTimerStart(id, ms)) {
+      throw new RangeErrorCtor('too many timers are armed; clear some before setting more');
+    }
     apply(mapSet, timers, [id, { callback, args }]);
-    hostTimerStart(id, ms);
     return id;
   }
   function clearTimeoutShim(id) {
@@ -605,7 +621,17 @@
     hostDone(2, r[0], r[1], r[2]);
   }
 
-  function start(main, values) {
+  // `expectedLength` is the length of the wrapper function's source text: a program that closes
+  // the function it is wrapped in leaves a different function as the script's value.
+  function start(main, values, expectedLength) {
+    let source = '';
+    try {
+      source = apply(functionToString, main, []);
+    } catch (_) {}
+    if (typeof main !== 'function' || source.length !== expectedLength) {
+      fail(new SyntaxErrorCtor('the program must be the body of one function; it closes the function it is wrapped in'));
+      return;
+    }
     let promise;
     try {
       promise = apply(main, undefined, values);

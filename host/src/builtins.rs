@@ -24,7 +24,9 @@ fn string_arg(args: &Value, key: &str) -> Result<String, String> {
     match args.get(key) {
         Some(Value::String(s)) => Ok(s.clone()),
         Some(_) => Err(format!("invalid arguments: \"{key}\" must be a string")),
-        None => Err(format!("invalid arguments: missing required property \"{key}\"")),
+        None => Err(format!(
+            "invalid arguments: missing required property \"{key}\""
+        )),
     }
 }
 
@@ -40,7 +42,9 @@ fn sleep() -> BindingFn {
             None => return Err("invalid arguments: missing required property \"ms\"".into()),
         };
         if !(0.0..=MAX_SLEEP_MS as f64).contains(&ms) {
-            return Err(format!("invalid arguments: \"ms\" must be between 0 and {MAX_SLEEP_MS}"));
+            return Err(format!(
+                "invalid arguments: \"ms\" must be between 0 and {MAX_SLEEP_MS}"
+            ));
         }
         tokio::select! {
             () = tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)) => {
@@ -71,7 +75,9 @@ fn relative(path: &str) -> Result<PathBuf, String> {
     }
     let p = PathBuf::from(path);
     if p.is_absolute() {
-        return Err(format!("{path}: absolute paths are outside the root; use a path relative to it"));
+        return Err(format!(
+            "{path}: absolute paths are outside the root; use a path relative to it"
+        ));
     }
     Ok(p)
 }
@@ -134,6 +140,71 @@ fn list_dir(root: Arc<PathBuf>) -> BindingFn {
             .map_err(|e| format!("list_dir failed: {e}"))?
         }
     })
+}
+
+/// The built-in tools' schemas (name, description, parameters, output), for the SDK text.
+pub fn schemas() -> Value {
+    let path_arg = json!({
+        "type": "object",
+        "properties": {"path": {"type": "string", "description": "Path relative to the root directory."}},
+        "required": ["path"]
+    });
+    json!([
+        {
+            "name": "echo",
+            "description": "Return the arguments unchanged.",
+            "parameters": {"type": "object"},
+            "output": {"type": "object"}
+        },
+        {
+            "name": "sleep",
+            "description": "Wait the given number of milliseconds; safe to run concurrently.",
+            "parameters": {
+                "type": "object",
+                "properties": {"ms": {"type": "number", "description": "Milliseconds to wait."}},
+                "required": ["ms"]
+            },
+            "output": {
+                "type": "object",
+                "properties": {"slept": {"type": "number"}},
+                "required": ["slept"],
+                "additionalProperties": false
+            }
+        },
+        {
+            "name": "fail",
+            "description": "Fail with the given message (raises ToolCallError).",
+            "parameters": {
+                "type": "object",
+                "properties": {"message": {"type": "string"}},
+                "required": ["message"]
+            },
+            "output": {"type": "null"}
+        },
+        {
+            "name": "read_file",
+            "description": "Read a UTF-8 text file under the root directory.",
+            "parameters": path_arg,
+            "output": {"type": "string"}
+        },
+        {
+            "name": "list_dir",
+            "description": "List a directory under the root, sorted by name.",
+            "parameters": path_arg,
+            "output": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "kind": {"enum": ["file", "dir", "symlink", "other"], "type": "string"}
+                    },
+                    "required": ["name", "kind"],
+                    "additionalProperties": false
+                }
+            }
+        }
+    ])
 }
 
 /// The built-in tools as the `tools` namespace, with `ToolCallError` / `toolName`.

@@ -134,7 +134,11 @@ mod tests {
             wall_ms: MAX_WALL_MS + 1,
             ..Budgets::default()
         };
-        assert!(wall.validate().unwrap_err().to_string().contains("at most 2147483647"));
+        assert!(wall
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("at most 2147483647"));
         let out = Budgets {
             max_output_bytes: 3,
             ..Budgets::default()

@@ -98,7 +98,11 @@ fn cache_dir() -> Option<PathBuf> {
 fn cache_path(engine: &Engine) -> Option<PathBuf> {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
-    let key = format!("guest-{}-{:016x}.cwasm", &GUEST_SHA256[..16], hasher.finish());
+    let key = format!(
+        "guest-{}-{:016x}.cwasm",
+        &GUEST_SHA256[..16],
+        hasher.finish()
+    );
     cache_dir().map(|d| d.join(key))
 }
 

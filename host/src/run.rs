@@ -6,7 +6,7 @@
 //! trap, abort or deadline settles the run and everything after it is ignored. A run never
 //! returns before every binding call it started has finished.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::time::Instant;
 
@@ -26,6 +26,9 @@ use crate::config::Budgets;
 
 /// Fuel between cooperative yields of a busy guest (about 2 ms of compute).
 const YIELD_FUEL: u64 = 10_000_000;
+
+/// How long a settled run waits, past its wall budget, for bindings that ignore their signal.
+const SETTLE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Why the host stopped a guest; carried through wasmtime as the error of a trap.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +97,12 @@ pub struct RunState {
     pub(crate) boot: Vec<u8>,
     pub(crate) delivery: Vec<u8>,
     pub(crate) bindings: HashMap<String, HashMap<String, BindingFn>>,
-    pub(crate) seen_call_ids: HashSet<u32>,
+    /// The lowest call id the guest may use next (ids strictly increase).
+    pub(crate) next_call_id: u32,
+    /// Argument bytes of calls still running, by call id, and their total.
+    argument_bytes: HashMap<u32, usize>,
+    argument_bytes_total: usize,
+    argument_bytes_cap: usize,
     pub(crate) ledger: Ledger,
     pub(crate) outcome: Option<Outcome>,
     pub(crate) started: Instant,
@@ -136,6 +144,9 @@ impl RunState {
     }
 
     pub(crate) fn settle_overflow(&mut self) {
+        if self.outcome.is_some() {
+            return;
+        }
         self.ledger.overflow();
         let max = self.ledger.max();
         self.settle(Outcome::Failure(RunFailure::new(
@@ -161,13 +172,39 @@ impl RunState {
         }
     }
 
+    /// Counts a call's argument bytes against the per-run cap (the memory budget): the host holds
+    /// them until the call finishes, so a program cannot make it hold many copies of a big value.
+    pub(crate) fn reserve_argument_bytes(&mut self, id: u32, bytes: usize) -> bool {
+        let total = self.argument_bytes_total.saturating_add(bytes);
+        if total > self.argument_bytes_cap {
+            return false;
+        }
+        self.argument_bytes_total = total;
+        self.argument_bytes.insert(id, bytes);
+        true
+    }
+
+    fn release_argument_bytes(&mut self, id: u32) {
+        if let Some(bytes) = self.argument_bytes.remove(&id) {
+            self.argument_bytes_total = self.argument_bytes_total.saturating_sub(bytes);
+        }
+    }
+
     pub(crate) fn reject_now(&mut self, id: u32, global: &str, name: &str, message: &str) {
+        self.release_argument_bytes(id);
         self.record_call(id, global, name);
         self.finish_call(id, CallOutcome::Rejected);
         self.ready.push_back(wire::encode_rejected(id, message));
     }
 
-    pub(crate) fn start_call(&mut self, id: u32, global: &str, name: &str, f: BindingFn, args: Value) {
+    pub(crate) fn start_call(
+        &mut self,
+        id: u32,
+        global: &str,
+        name: &str,
+        f: BindingFn,
+        args: Value,
+    ) {
         self.record_call(id, global, name);
         let signal = self.call_controller.signal();
         // The call starts now (not when the program awaits it), so `Promise.all` overlaps.
@@ -216,6 +253,7 @@ impl RunState {
 
     /// Turns the result of a completed binding into the delivery the guest will read.
     fn delivery_for(&mut self, id: u32, result: Result<Value, String>) -> Vec<u8> {
+        self.release_argument_bytes(id);
         match result {
             Ok(value) if json::is_lossless(&value) => {
                 self.finish_call(id, CallOutcome::Resolved);
@@ -260,14 +298,16 @@ async fn next_event(state: &mut RunState) -> Next {
         biased;
         reason = control.aborted() => Next::Stop(Stop::Aborted(reason)),
         () = tokio::time::sleep_until(deadline) => Next::Stop(Stop::Wall),
-        Some((id, result)) = state.in_flight.next(), if !state.in_flight.is_empty() => {
-            Next::Deliver(state.delivery_for(id, result))
-        }
+        // A due timer goes before calls that are ready at once, so a loop of instant calls
+        // cannot starve it.
         () = tokio::time::sleep_until(timer_at), if next_timer.is_some() => {
             let Some((at, id)) = next_timer else { return Next::NeverSettles };
             state.timers.remove(&(at, id));
             state.timer_deadlines.remove(&id);
             Next::Deliver(wire::encode_timer(id))
+        }
+        Some((id, result)) = state.in_flight.next(), if !state.in_flight.is_empty() => {
+            Next::Deliver(state.delivery_for(id, result))
         }
     }
 }
@@ -329,18 +369,30 @@ pub(crate) fn failure_from_stop(stop: &Stop, budgets: &Budgets) -> RunFailure {
             format!("memory limit exceeded ({} MiB)", budgets.memory_mb),
         )
         .with_cause(FailureCause::Memory),
-        Stop::Settled => RunFailure::new(FailureKind::WorkerExit, "worker exited before completing")
-            .with_cause(FailureCause::Trap),
+        Stop::Settled => {
+            RunFailure::new(FailureKind::WorkerExit, "worker exited before completing")
+                .with_cause(FailureCause::Trap)
+        }
     }
 }
 
 /// A failure that never reached a sandbox, passed through the same ledger.
 pub(crate) fn failure_before_start(failure: RunFailure, budgets: &Budgets) -> RunResult {
-    finalize(Vec::new(), Ledger::new(budgets.max_output_bytes), Outcome::Failure(failure), Vec::new())
+    finalize(
+        Vec::new(),
+        Ledger::new(budgets.max_output_bytes),
+        Outcome::Failure(failure),
+        Vec::new(),
+    )
 }
 
 /// Assembles the result so that logs plus value or message always fit the output cap.
-fn finalize(mut logs: Vec<String>, ledger: Ledger, outcome: Outcome, calls: Vec<CallRecord>) -> RunResult {
+fn finalize(
+    mut logs: Vec<String>,
+    ledger: Ledger,
+    outcome: Outcome,
+    calls: Vec<CallRecord>,
+) -> RunResult {
     let max = ledger.max();
     match outcome {
         Outcome::Value(value) if !ledger.overflowed() => RunResult {
@@ -428,7 +480,10 @@ pub(crate) async fn execute(
         boot: wire::encode_boot(program, &boot_namespaces),
         delivery: Vec::new(),
         bindings: exact_bindings(bindings),
-        seen_call_ids: HashSet::new(),
+        next_call_id: 0,
+        argument_bytes: HashMap::new(),
+        argument_bytes_total: 0,
+        argument_bytes_cap: budgets.memory_bytes(),
         ledger: Ledger::new(budgets.max_output_bytes),
         outcome: None,
         started,
@@ -479,18 +534,30 @@ pub(crate) async fn execute(
         ));
     }
     let mut state = store.into_data();
-    // Never abandon a started call: the run settled (and told them to stop); wait for them.
-    let in_flight = std::mem::take(&mut state.in_flight);
-    in_flight
-        .for_each(|(_, result)| {
+    // The run settled and told its running calls to stop. Wait for them, so no call outlives
+    // its run, but never past the wall budget plus a short grace: a binding that ignores its
+    // signal is left to finish on its own, its result dropped.
+    let mut in_flight = std::mem::take(&mut state.in_flight);
+    let patience = tokio::time::Instant::from_std(state.deadline.max(Instant::now()) + SETTLE_GRACE);
+    let drained = tokio::time::timeout_at(patience, async {
+        while let Some((_, result)) = in_flight.next().await {
             if let Ok(value) = result {
                 json::drop_deep(value);
             }
-            std::future::ready(())
-        })
-        .await;
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("codemode: a binding ignored its run's end; it continues detached");
+        tokio::spawn(in_flight.for_each(|_| std::future::ready(())));
+    }
     let outcome = state.outcome.take().unwrap_or(Outcome::Value(None));
-    finalize(std::mem::take(&mut state.logs), state.ledger.clone(), outcome, std::mem::take(&mut state.calls))
+    finalize(
+        std::mem::take(&mut state.logs),
+        state.ledger.clone(),
+        outcome,
+        std::mem::take(&mut state.calls),
+    )
 }
 
 /// The outcome of driving the guest: `Ok` when the guest settled the run itself (or a stop
@@ -515,7 +582,13 @@ async fn drive(
     metrics.instantiate = instantiating.elapsed();
     let instance = match instance {
         Ok(instance) => instance,
-        Err(error) => return fail(failure_from_error(&error, budgets, store.data().limiter.hit)),
+        Err(error) => {
+            return fail(failure_from_error(
+                &error,
+                budgets,
+                store.data().limiter.hit,
+            ))
+        }
     };
     store.data_mut().memory = instance.get_memory(&mut *store, "memory");
     let run = instance.get_typed_func::<(), u32>(&mut *store, "cm_run");

@@ -153,7 +153,8 @@ impl WasmCodeRuntime {
             Ok(program) => program,
             Err(error) => {
                 return Ok(run::failure_before_start(
-                    RunFailure::new(FailureKind::Exception, error.message).at(error.line, error.column),
+                    RunFailure::new(FailureKind::Exception, error.message)
+                        .at(error.line, error.column),
                     budgets,
                 ))
             }

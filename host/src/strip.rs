@@ -27,8 +27,11 @@ pub struct StripError {
     pub column: u32,
 }
 
+/// One diagnostic: its message and where it points.
+type Diagnostic = (String, Option<swc_common::Span>);
+
 #[derive(Clone, Default)]
-struct Collected(Arc<Mutex<Vec<(String, Option<swc_common::Span>)>>>);
+struct Collected(Arc<Mutex<Vec<Diagnostic>>>);
 
 impl Emitter for Collected {
     fn emit(&mut self, db: &mut DiagnosticBuilder<'_>) {
@@ -42,10 +45,16 @@ impl Emitter for Collected {
 /// Programs nested deeper than this (brackets, braces, parentheses) are refused before parsing.
 pub const MAX_NESTING: usize = 10_000;
 
-/// Below this nesting the parser runs on the caller's stack; above it, on its own thread with
-/// a stack sized for the parser's recursion.
-const INLINE_NESTING: usize = 256;
-const DEEP_PARSE_STACK: usize = 1 << 30;
+/// Longest program accepted, in bytes.
+pub const MAX_PROGRAM_BYTES: usize = 1024 * 1024;
+
+/// swc's parser and visitors recurse once per nesting level, and not only on brackets (a run of
+/// prefix operators, `a = a = …`, `x => x => …` nest too). A program short enough that even its
+/// worst case fits the caller's stack is parsed inline; anything longer or deeply bracketed is
+/// parsed on its own thread with a stack sized for the longest program accepted.
+const INLINE_BYTES: usize = 2 * 1024;
+const INLINE_NESTING: usize = 64;
+const DEEP_PARSE_STACK: usize = 2 << 30;
 
 /// An upper bound on the program's bracket nesting (brackets inside strings and comments are
 /// counted too, which only over-estimates).
@@ -66,8 +75,18 @@ fn nesting_upper_bound(program: &str) -> usize {
 
 /// Erases the types of `program` (a function body). Returns JavaScript of the same shape.
 pub fn strip_types(program: &str) -> Result<String, StripError> {
+    if program.len() > MAX_PROGRAM_BYTES {
+        return Err(StripError {
+            message: format!(
+                "program is {} bytes; the limit is {MAX_PROGRAM_BYTES}: move data into tool calls",
+                program.len()
+            ),
+            line: 0,
+            column: 0,
+        });
+    }
     let nesting = nesting_upper_bound(program);
-    if nesting <= INLINE_NESTING {
+    if program.len() <= INLINE_BYTES && nesting <= INLINE_NESTING {
         return strip_inline(program);
     }
     if nesting > MAX_NESTING {
@@ -193,7 +212,11 @@ mod tests {
     #[test]
     fn enums_are_refused_with_their_position() {
         let err = strip_types("const a = 1;\n  enum Color { Red }\nreturn a;").unwrap_err();
-        assert!(err.message.to_lowercase().contains("enum"), "{}", err.message);
+        assert!(
+            err.message.to_lowercase().contains("enum"),
+            "{}",
+            err.message
+        );
         assert_eq!(err.line, 2);
         assert_eq!(err.column, 3);
     }
@@ -209,9 +232,25 @@ mod tests {
     fn deep_nesting_parses_on_a_big_stack_and_extreme_nesting_is_refused() {
         let deep = format!("return {}1{};", "(".repeat(5_000), ")".repeat(5_000));
         assert!(strip_types(&deep).is_ok());
-        let extreme = format!("return {}1{};", "[".repeat(MAX_NESTING + 1), "]".repeat(MAX_NESTING + 1));
+        let extreme = format!(
+            "return {}1{};",
+            "[".repeat(MAX_NESTING + 1),
+            "]".repeat(MAX_NESTING + 1)
+        );
         let err = strip_types(&extreme).unwrap_err();
         assert!(err.message.contains("limit is 10000"), "{}", err.message);
+    }
+
+    #[test]
+    fn long_runs_of_prefix_operators_do_not_overflow_the_callers_stack() {
+        let program = format!("return {}0;", "!".repeat(200_000));
+        let handle = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || strip_types(&program).is_ok())
+            .expect("spawn");
+        assert!(handle.join().expect("no overflow"));
+        let huge = "x".repeat(MAX_PROGRAM_BYTES + 1);
+        assert!(strip_types(&huge).unwrap_err().message.contains("the limit is"));
     }
 
     #[test]

@@ -216,8 +216,20 @@ pub fn number_value(f: f64) -> Option<Value> {
 /// Parses one JSON text with no recursion. Rejects `-0`, numbers that overflow to infinity,
 /// nesting deeper than [`MAX_DEPTH`], and trailing data.
 pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
-    let mut s = Scanner { bytes, pos: 0 };
     let mut stack: Vec<Open> = Vec::new();
+    let result = parse_into(bytes, &mut stack);
+    // A failed parse leaves partial containers behind; free them without recursion.
+    for open in stack.drain(..) {
+        match open {
+            Open::Array(items) => drop_deep(Value::Array(items)),
+            Open::Object(map, _) => drop_deep(Value::Object(map)),
+        }
+    }
+    result
+}
+
+fn parse_into(bytes: &[u8], stack: &mut Vec<Open>) -> Result<Value, JsonError> {
+    let mut s = Scanner { bytes, pos: 0 };
     loop {
         let mut value = match s.peek()? {
             b'{' => {
@@ -592,7 +604,14 @@ mod tests {
     fn deep_clones_need_no_stack() {
         let mut v = json!("leaf");
         for i in 0..MAX_DEPTH {
-            v = if i % 2 == 0 { json!([v, 1]) } else { json!({"k": v, "n": null}) };
+            v = if i % 2 == 0 {
+                Value::Array(vec![v, json!(1)])
+            } else {
+                let mut m = Map::new();
+                m.insert("k".into(), v);
+                m.insert("n".into(), Value::Null);
+                Value::Object(m)
+            };
         }
         let text = to_string(&v);
         let handle = std::thread::Builder::new()

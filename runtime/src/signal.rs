@@ -22,16 +22,37 @@ pub struct AbortController {
 struct Inner {
     reason: OnceLock<String>,
     notify: Notify,
-    /// Signals fused from this one; they fire when this one fires.
+    /// Signals fused from this one; they fire when this one fires. Weak, so a long-lived source
+    /// does not keep every short-lived fusion alive.
     dependents: Mutex<Vec<Weak<Inner>>>,
+    /// What this signal was fused from. Strong, so a fusion in the middle of a chain stays alive
+    /// as long as anything fused from it does.
+    sources: Vec<Arc<Inner>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Release a long chain of fusions iteratively instead of one drop per link.
+        let mut pending = std::mem::take(&mut self.sources);
+        while let Some(source) = pending.pop() {
+            if let Ok(mut unique) = Arc::try_unwrap(source) {
+                pending.append(&mut unique.sources);
+            }
+        }
+    }
 }
 
 impl Inner {
     fn new() -> Arc<Self> {
+        Self::fused_from(Vec::new())
+    }
+
+    fn fused_from(sources: Vec<Arc<Inner>>) -> Arc<Self> {
         Arc::new(Self {
             reason: OnceLock::new(),
             notify: Notify::new(),
             dependents: Mutex::new(Vec::new()),
+            sources,
         })
     }
 
@@ -127,7 +148,7 @@ impl AbortSignal {
 
     /// A signal that fires when any of `signals` fires, with that signal's reason.
     pub fn any(signals: &[AbortSignal]) -> AbortSignal {
-        let fused = Inner::new();
+        let fused = Inner::fused_from(signals.iter().map(|s| s.inner.clone()).collect());
         for signal in signals {
             if let Some(reason) = signal.inner.reason.get() {
                 fused.fire(reason);
@@ -194,6 +215,17 @@ mod tests {
         }
         root.abort("deep");
         assert_eq!(last.reason().as_deref(), Some("deep"));
+    }
+
+    #[test]
+    fn a_dropped_middle_of_a_chain_still_propagates() {
+        let root = AbortController::new();
+        let end = {
+            let middle = AbortSignal::any(&[root.signal()]);
+            AbortSignal::any(&[middle])
+        };
+        root.abort("through");
+        assert_eq!(end.reason().as_deref(), Some("through"));
     }
 
     #[tokio::test]

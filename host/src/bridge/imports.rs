@@ -23,6 +23,8 @@ const MAX_CALL_FRAME: usize = 256 * 1024 * 1024;
 /// Most calls in flight at once, and most timers armed at once, per run.
 pub const MAX_IN_FLIGHT: usize = 100_000;
 const MAX_TIMERS: usize = 100_000;
+/// Longest binding namespace or member name a call frame may carry.
+const MAX_NAME_BYTES: usize = 4096;
 
 const ERRNO_SUCCESS: i32 = 0;
 const ERRNO_BADF: i32 = 8;
@@ -44,6 +46,15 @@ fn read(caller: &Caller<'_, RunState>, ptr: u32, len: u32, cap: usize) -> Option
     let start = ptr as usize;
     let end = start.checked_add(len)?;
     data.get(start..end).map(<[u8]>::to_vec)
+}
+
+fn in_bounds(caller: &Caller<'_, RunState>, ptr: u32, len: u32) -> bool {
+    let Some(memory) = memory(caller) else {
+        return false;
+    };
+    (ptr as usize)
+        .checked_add(len as usize)
+        .is_some_and(|end| end <= memory.data_size(caller))
 }
 
 /// Writes `bytes` at `ptr` in guest memory; false when out of bounds.
@@ -90,7 +101,11 @@ pub(crate) fn admit_log(state: &mut RunState, text: &str) -> Result<(), Stop> {
 fn log_entry_from(caller: &Caller<'_, RunState>, ptr: u32, len: u32) -> Option<String> {
     // A log can only keep what still fits the ledger: every character costs at least one byte,
     // so reading a little more than the remaining budget is enough to find the fitting prefix.
-    let remaining = caller.data().ledger.max().saturating_sub(caller.data().ledger.used());
+    let remaining = caller
+        .data()
+        .ledger
+        .max()
+        .saturating_sub(caller.data().ledger.used());
     let want = (len as u64).min(remaining.saturating_add(8)) as u32;
     let bytes = read(caller, ptr, want, usize::MAX)?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
@@ -108,22 +123,39 @@ fn on_log(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Res
 
 fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> u32 {
     let state = caller.data();
+    // Ids must increase: a reused (or older) id is a duplicate and is ignored. An id is spent by
+    // its first use, even when that use is malformed.
     if state.outcome.is_some()
-        || state.seen_call_ids.contains(&id)
+        || id < state.next_call_id
         || state.in_flight_count() >= MAX_IN_FLIGHT
     {
         return CALL_IGNORED;
     }
     let frame = read(&caller, ptr, len, MAX_CALL_FRAME);
     let state = caller.data_mut();
-    // An id is spent by its first use, even when that use is malformed.
-    state.seen_call_ids.insert(id);
+    state.next_call_id = id.saturating_add(1);
+    if id == u32::MAX {
+        // The id space is spent; nothing can follow.
+        state.next_call_id = u32::MAX;
+    }
     let Some(frame) = frame else {
         return CALL_IGNORED;
     };
     let Some(call) = wire::decode_call(&frame) else {
         return CALL_IGNORED;
     };
+    if call.global.len() > MAX_NAME_BYTES || call.name.len() > MAX_NAME_BYTES {
+        return CALL_IGNORED;
+    }
+    if !state.reserve_argument_bytes(id, call.args_json.len()) {
+        state.reject_now(
+            id,
+            call.global,
+            call.name,
+            "too much argument data in flight: wait for earlier calls before starting more",
+        );
+        return CALL_ACCEPTED;
+    }
     let binding = state
         .bindings
         .get(call.global)
@@ -146,17 +178,18 @@ fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> u32
     CALL_ACCEPTED
 }
 
-fn on_timer_start(mut caller: Caller<'_, RunState>, id: u32, delay_ms: f64) {
+fn on_timer_start(mut caller: Caller<'_, RunState>, id: u32, delay_ms: f64) -> u32 {
     let state = caller.data_mut();
     if state.outcome.is_some() || state.timer_count() >= MAX_TIMERS {
-        return;
+        return CALL_IGNORED;
     }
     let delay = if delay_ms.is_finite() && delay_ms > 0.0 {
-        Duration::from_secs_f64((delay_ms / 1000.0).min(crate::config::MAX_WALL_MS as f64))
+        Duration::from_secs_f64(delay_ms.min(crate::config::MAX_WALL_MS as f64) / 1000.0)
     } else {
         Duration::ZERO
     };
     state.arm_timer(id, Instant::now() + delay);
+    CALL_ACCEPTED
 }
 
 fn on_timer_cancel(mut caller: Caller<'_, RunState>, id: u32) {
@@ -170,7 +203,11 @@ fn on_boot_len(caller: Caller<'_, RunState>) -> u32 {
 fn on_boot_read(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> u32 {
     let boot = std::mem::take(&mut caller.data_mut().boot);
     let n = boot.len().min(len as usize);
-    let copied = if write(&mut caller, ptr, &boot[..n]) { n as u32 } else { 0 };
+    let copied = if write(&mut caller, ptr, &boot[..n]) {
+        n as u32
+    } else {
+        0
+    };
     caller.data_mut().boot = boot;
     copied
 }
@@ -192,10 +229,13 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) {
         return;
     }
     let max = caller.data().ledger.max();
-    // A value or message longer than the whole cap cannot fit; do not copy it to find out.
+    // A value or message longer than the whole cap cannot fit; do not copy it to find out. An
+    // out-of-bounds frame is dropped like any other malformed frame.
     let cap = usize::try_from(max.saturating_add(64)).unwrap_or(usize::MAX);
     if len as usize > cap {
-        caller.data_mut().settle_overflow();
+        if in_bounds(&caller, ptr, len) {
+            caller.data_mut().settle_overflow();
+        }
         return;
     }
     let Some(bytes) = read(&caller, ptr, len, cap) else {
@@ -227,16 +267,17 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) {
             column,
             message,
         } => match kind {
-            DoneKind::Exception => Outcome::Failure(
-                RunFailure::new(FailureKind::Exception, message).at(line, column),
-            ),
+            DoneKind::Exception => {
+                Outcome::Failure(RunFailure::new(FailureKind::Exception, message).at(line, column))
+            }
             DoneKind::InvalidOutput => Outcome::Failure(RunFailure::new(
                 FailureKind::InvalidOutput,
                 "program completion must be lossless JSON",
             )),
-            DoneKind::OutputLimit => {
-                Outcome::Failure(RunFailure::new(FailureKind::OutputLimit, overflow_message(max)))
-            }
+            DoneKind::OutputLimit => Outcome::Failure(RunFailure::new(
+                FailureKind::OutputLimit,
+                overflow_message(max),
+            )),
         },
     };
     state.settle(outcome);
@@ -289,7 +330,9 @@ fn wasi_fd_write(
 }
 
 fn wasi_environ_sizes_get(mut caller: Caller<'_, RunState>, count: u32, size: u32) -> i32 {
-    if write(&mut caller, count, &0u32.to_le_bytes()) && write(&mut caller, size, &0u32.to_le_bytes()) {
+    if write(&mut caller, count, &0u32.to_le_bytes())
+        && write(&mut caller, size, &0u32.to_le_bytes())
+    {
         ERRNO_SUCCESS
     } else {
         ERRNO_FAULT
@@ -300,13 +343,18 @@ fn wasi_environ_get(_caller: Caller<'_, RunState>, _environ: u32, _buf: u32) -> 
     ERRNO_SUCCESS
 }
 
-fn wasi_clock_time_get(mut caller: Caller<'_, RunState>, id: i32, _precision: i64, out: u32) -> i32 {
+fn wasi_clock_time_get(
+    mut caller: Caller<'_, RunState>,
+    id: i32,
+    _precision: i64,
+    out: u32,
+) -> i32 {
     let nanos: u64 = match id {
         0 => SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0),
-        1 | 2 | 3 => caller.data().started.elapsed().as_nanos() as u64,
+        1..=3 => caller.data().started.elapsed().as_nanos() as u64,
         _ => return ERRNO_INVAL,
     };
     if write(&mut caller, out, &nanos.to_le_bytes()) {

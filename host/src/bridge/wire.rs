@@ -11,10 +11,12 @@
 //!   (`str` = `u32 len` + bytes).
 //! - `log(ptr, len)`: one log entry (UTF-8; invalid sequences become U+FFFD).
 //! - `call(id, ptr, len) -> u32`: start binding call `id` (guest-chosen). Frame: `str global`,
-//!   `str name`, then the arguments as JSON up to the end. Returns 0 when accepted (exactly one
-//!   reply will be delivered), 1 when ignored (duplicate id, malformed frame, settled run, too
-//!   many calls in flight).
-//! - `timer_start(id, delay_ms: f64)`, `timer_cancel(id)`.
+//!   `str name`, then the arguments as JSON up to the end. Ids strictly increase; a reused or
+//!   older id is a duplicate. Returns 0 when accepted (exactly one reply will be delivered), 1
+//!   when ignored (duplicate id, malformed frame, names over 4 KiB, settled run, too many calls
+//!   in flight).
+//! - `timer_start(id, delay_ms: f64) -> u32` (0 armed, 1 refused: too many armed),
+//!   `timer_cancel(id)`.
 //! - `reply_read(ptr, len) -> u32`: copy out the delivery announced by `cm_deliver(len)`.
 //! - `done(ptr, len)`: the program's outcome. Frame: `u8 tag`; tag 0 = returned `undefined`;
 //!   1 = a value, JSON up to the end; 2 = a failure: `u8 kind` (0 exception, 1 invalid-output,

@@ -37,7 +37,11 @@ fn request(program: &str, bindings: Vec<BindingNamespace>) -> RunRequest {
     }
 }
 
-async fn measured(rt: &WasmCodeRuntime, program: &str, bindings: Vec<BindingNamespace>) -> Result<RunMetrics, String> {
+async fn measured(
+    rt: &WasmCodeRuntime,
+    program: &str,
+    bindings: Vec<BindingNamespace>,
+) -> Result<RunMetrics, String> {
     let (result, metrics) = rt
         .run_measured(request(program, bindings))
         .await
@@ -114,9 +118,13 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let mut per_call = Vec::new();
     for _ in 0..5 {
         let with_calls = measured(&rt, &loop_program, tools()).await?.total;
-        let baseline = measured(&rt, &format!("for (let i = 0; i < {calls}; i++) ({{ i }});"), tools())
-            .await?
-            .total;
+        let baseline = measured(
+            &rt,
+            &format!("for (let i = 0; i < {calls}; i++) ({{ i }});"),
+            tools(),
+        )
+        .await?
+        .total;
         per_call.push(with_calls.saturating_sub(baseline) / calls);
     }
     per_call.sort();
@@ -143,12 +151,17 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         return acc;
     "#;
     let compute = measured(&rt, compute_program, vec![]).await?;
-    let busy = compute.total.saturating_sub(compute.instantiate + compute.strip);
+    let busy = compute
+        .total
+        .saturating_sub(compute.instantiate + compute.strip);
     let fuel_per_ms = compute.fuel_consumed as f64 / ms(busy).max(1e-9);
 
     // Throughput: trivial runs on every worker thread for one second.
     let window = Duration::from_secs(1);
-    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) * 2;
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        * 2;
     let started = Instant::now();
     let mut handles = Vec::new();
     for _ in 0..workers {
@@ -195,7 +208,8 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         let rt = rt.clone();
         let ns = holding_namespace(release.clone());
         alive.push(tokio::spawn(async move {
-            rt.run(request("await tools.hold({}); return 1;", vec![ns])).await
+            rt.run(request("await tools.hold({}); return 1;", vec![ns]))
+                .await
         }));
     }
     while rt.live_runs() < 100 {
@@ -249,9 +263,17 @@ pub async fn bench(args: BenchArgs) -> u8 {
         ("fresh run `return 1`, p99", "fresh_run_p99_us", "µs"),
         ("first run (module load)", "first_run_ms", "ms"),
         ("sequential echo sub-call", "sub_call_us", "µs"),
-        ("10 × sleep 100 ms, Promise.all", "parallel_10x100ms_ms", "ms"),
+        (
+            "10 × sleep 100 ms, Promise.all",
+            "parallel_10x100ms_ms",
+            "ms",
+        ),
         ("trivial runs per second", "runs_per_sec", "/s"),
-        ("resident memory per live instance", "rss_per_instance_mib", "MiB"),
+        (
+            "resident memory per live instance",
+            "rss_per_instance_mib",
+            "MiB",
+        ),
         ("kill latency past a wall budget", "kill_latency_ms", "ms"),
         ("fuel per ms of compute", "fuel_per_ms", ""),
         ("guest module", "guest_module_bytes", "bytes"),

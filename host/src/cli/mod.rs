@@ -3,6 +3,7 @@
 
 mod bench;
 mod run;
+mod sdk;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,7 +15,11 @@ pub const EXIT_PROGRAM_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 
 #[derive(Parser)]
-#[command(name = "codemode", version, about = "Run TypeScript programs against tools in a wasm sandbox")]
+#[command(
+    name = "codemode",
+    version,
+    about = "Run TypeScript programs against tools in a wasm sandbox"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -24,8 +29,23 @@ struct Cli {
 enum Command {
     /// Run a program (the body of an async TypeScript function) with the built-in tools.
     Run(RunArgs),
+    /// Print the `tools:sdk` prompt section for the built-in tools.
+    Sdk(SdkArgs),
     /// Measure the standard workloads in process.
     Bench(BenchArgs),
+}
+
+#[derive(Args)]
+pub struct SdkArgs {
+    /// Language of the SDK text.
+    #[arg(long, value_enum, default_value_t = SdkLanguage::Typescript)]
+    pub lang: SdkLanguage,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum SdkLanguage {
+    Typescript,
+    Python,
 }
 
 #[derive(Args)]
@@ -66,12 +86,19 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
-            let code = if error.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let code = if error.use_stderr() {
+                EXIT_USAGE
+            } else {
+                EXIT_OK
+            };
             let _ = error.print();
             return ExitCode::from(code);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(error) => {
             eprintln!("codemode: cannot start the async runtime: {error}");
@@ -80,6 +107,7 @@ pub fn main() -> ExitCode {
     };
     let code = match cli.command {
         Command::Run(args) => runtime.block_on(run::run(args)),
+        Command::Sdk(args) => sdk::sdk(&args),
         Command::Bench(args) => runtime.block_on(bench::bench(args)),
     };
     ExitCode::from(code)

@@ -25,19 +25,24 @@ fn read_program(args: &RunArgs) -> Result<String, String> {
     }
 }
 
-/// The `--json` document: exactly one object.
-pub fn json_document(result: &RunResult) -> Value {
-    let mut doc = Map::new();
-    doc.insert(
-        "logs".into(),
-        Value::Array(result.logs.iter().cloned().map(Value::String).collect()),
-    );
-    if let Some(error) = &result.error {
-        doc.insert("error".into(), failure_json(error));
-    } else if let Some(value) = &result.value {
-        doc.insert("result".into(), value.clone());
+/// Writes the `--json` document (exactly one object) without copying the value.
+fn write_json_document(result: &RunResult, out: &mut String) {
+    out.push_str("{\"logs\":[");
+    for (i, line) in result.logs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        json::write_string(line, out);
     }
-    Value::Object(doc)
+    out.push(']');
+    if let Some(error) = &result.error {
+        out.push_str(",\"error\":");
+        json::write(&failure_json(error), out);
+    } else if let Some(value) = &result.value {
+        out.push_str(",\"result\":");
+        json::write(value, out);
+    }
+    out.push('}');
 }
 
 fn failure_json(f: &RunFailure) -> Value {
@@ -56,10 +61,29 @@ fn failure_json(f: &RunFailure) -> Value {
     Value::Object(e)
 }
 
+/// Nesting depth of `value`, without recursion.
+fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1usize)];
+    while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, d + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|i| (i, d + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Strings raw; shallow values as pretty JSON; deep ones compact (pretty-printing recurses).
 fn pretty(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
-        other => serde_json::to_string_pretty(other).unwrap_or_else(|_| json::to_string(other)),
+        other if depth(other) <= 64 => {
+            serde_json::to_string_pretty(other).unwrap_or_else(|_| json::to_string(other))
+        }
+        other => json::to_string(other),
     }
 }
 
@@ -80,13 +104,19 @@ fn print_human(result: &RunResult, program: &str) {
         } else {
             ("", "", "")
         };
-        let cause = error.cause.map(|c| format!(", {}", c.as_str())).unwrap_or_default();
+        let cause = error
+            .cause
+            .map(|c| format!(", {}", c.as_str()))
+            .unwrap_or_default();
         let place = match (error.line, error.column) {
             (Some(l), Some(c)) => format!(" at {l}:{c}"),
             (Some(l), None) => format!(" at line {l}"),
             _ => String::new(),
         };
-        eprintln!("{red}{bold}error ({}{cause}){place}:{reset}{red} {}{reset}", error.kind, error.message);
+        eprintln!(
+            "{red}{bold}error ({}{cause}){place}:{reset}{red} {}{reset}",
+            error.kind, error.message
+        );
         if let Some(line) = error.line {
             if let Some(text) = program.lines().nth(line.saturating_sub(1) as usize) {
                 eprintln!("{:>5} | {text}", line);
@@ -112,7 +142,10 @@ pub async fn run(args: RunArgs) -> u8 {
         }
     };
     if !args.root.is_dir() {
-        eprintln!("codemode: --root {} is not a directory", args.root.display());
+        eprintln!(
+            "codemode: --root {} is not a directory",
+            args.root.display()
+        );
         return EXIT_USAGE;
     }
     let budgets = Budgets {
@@ -151,13 +184,19 @@ pub async fn run(args: RunArgs) -> u8 {
         }
     };
     if args.json {
-        println!("{}", json::to_string(&json_document(&result)));
+        let mut text = String::new();
+        write_json_document(&result, &mut text);
+        println!("{text}");
     } else {
         print_human(&result, &program);
     }
-    if result.error.is_some() {
+    let code = if result.error.is_some() {
         EXIT_PROGRAM_FAILED
     } else {
         EXIT_OK
+    };
+    if let Some(value) = result.value {
+        json::drop_deep(value);
     }
+    code
 }

@@ -6,6 +6,35 @@
 //! the body → output validation and render → post-execute hooks → `finalize_content` → the
 //! immutable final result → result observers.
 //!
+//! ```
+//! use codemode_runtime::signal::AbortSignal;
+//! use codemode_runtime::tools::schema::dsl::*;
+//! use codemode_runtime::tools::{Registry, Schema, ToolDefinition, ToolExecutionInput, ToolOutput};
+//! use serde_json::json;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let registry = Registry::new();
+//! let echo = ToolDefinition::builder("echo")
+//!     .description("Echo the text back.")
+//!     .parameters(Schema::parameters(Parameters::new().required("text", string())).unwrap())
+//!     .output(ToolOutput::text())
+//!     .execute(|args, _ctx| async move { Ok(args["text"].clone()) })
+//!     .build();
+//! let _registration = registry.register(echo, None).unwrap(); // unregisters when dropped
+//!
+//! let result = registry
+//!     .execute(ToolExecutionInput::new("call-1", "echo", json!({"text": "hi"}), AbortSignal::never()))
+//!     .await;
+//! assert_eq!(result.text(), "hi");
+//!
+//! let invalid = registry
+//!     .execute(ToolExecutionInput::new("call-2", "echo", json!({}), AbortSignal::never()))
+//!     .await;
+//! assert_eq!(invalid.error_code(), Some("INVALID_ARGS"));
+//! assert_eq!(invalid.text(), "Error: invalid arguments: missing required property \"text\"");
+//! # });
+//! ```
+//!
 //! Architecture invariant: this module knows nothing about wasm or about any code runtime; the
 //! `run_code` tool plugs in through [`Registry::set_code_transport`] and the name is reserved here.
 
@@ -23,7 +52,9 @@ pub mod schema;
 pub mod scope;
 
 pub use content::{ContentBlock, ContextMessage, ContextSource};
-pub use definition::{ToolDefinition, ToolDefinitionBuilder, ToolOutput, ToolResultView, ToolRunContext};
+pub use definition::{
+    ToolDefinition, ToolDefinitionBuilder, ToolOutput, ToolResultView, ToolRunContext,
+};
 pub use error::{codes, ErrorInfo, RegistryError, ToolError};
 pub use events::{EventSink, JsonlWriter, SessionEvent};
 pub use hooks::{

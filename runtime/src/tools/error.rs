@@ -1,0 +1,145 @@
+//! Failure vocabulary of the tool pipeline: the reference's error codes, tool errors and
+//! registration errors.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The `info.code` values the pipeline produces, spelled as in the reference.
+pub mod codes {
+    pub const INVALID_ARGS: &str = "INVALID_ARGS";
+    pub const UNKNOWN_TOOL: &str = "UNKNOWN_TOOL";
+    pub const INVALID_TOOL_OUTPUT: &str = "INVALID_TOOL_OUTPUT";
+    pub const ABORTED: &str = "ABORTED";
+    pub const ABORTED_BEFORE_DISPATCH: &str = "ABORTED_BEFORE_DISPATCH";
+    pub const TOOL_TIMEOUT: &str = "TOOL_TIMEOUT";
+    pub const UNSUPPORTED_SCHEMA: &str = "UNSUPPORTED_SCHEMA";
+}
+
+/// Internal routing information of a failure: the error class name and its code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    pub name: String,
+    pub code: String,
+}
+
+/// What a tool body, hook or renderer fails with. `info` is present only for coded errors, as
+/// for the reference's `HarnessError`; plain errors carry just their message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolError {
+    message: String,
+    info: Option<ErrorInfo>,
+}
+
+impl ToolError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            info: None,
+        }
+    }
+
+    /// An error with routing information (`name` is the error class, `code` its code).
+    pub fn coded(
+        name: impl Into<String>,
+        code: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            message: message.into(),
+            info: Some(ErrorInfo {
+                name: name.into(),
+                code: code.into(),
+            }),
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn info(&self) -> Option<&ErrorInfo> {
+        self.info.as_ref()
+    }
+
+    pub fn code(&self) -> Option<&str> {
+        self.info.as_ref().map(|info| info.code.as_str())
+    }
+
+    pub(crate) fn into_parts(self) -> (String, Option<ErrorInfo>) {
+        (self.message, self.info)
+    }
+
+    pub(crate) fn invalid_args(violations: &[String]) -> Self {
+        Self::coded(
+            "ToolArgsError",
+            codes::INVALID_ARGS,
+            format!("invalid arguments: {}", violations.join("; ")),
+        )
+    }
+
+    pub(crate) fn unknown_tool(name: &str) -> Self {
+        Self::coded(
+            "ToolNotFoundError",
+            codes::UNKNOWN_TOOL,
+            format!("unknown tool \"{name}\""),
+        )
+    }
+
+    pub(crate) fn invalid_output(name: &str, violations: &[String]) -> Self {
+        Self::coded(
+            "ToolOutputError",
+            codes::INVALID_TOOL_OUTPUT,
+            format!(
+                "tool \"{name}\" returned invalid output: {}",
+                violations.join("; ")
+            ),
+        )
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Any standard error becomes a plain (uncoded) tool error, so `?` works inside tool bodies.
+impl<E: std::error::Error> From<E> for ToolError {
+    fn from(error: E) -> Self {
+        Self::new(error.to_string())
+    }
+}
+
+/// A registration, restriction or presentation call that the registry refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RegistryError {
+    message: String,
+    code: Option<&'static str>,
+}
+
+impl RegistryError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: None,
+        }
+    }
+
+    pub(crate) fn with_code(message: impl Into<String>, code: &'static str) -> Self {
+        Self {
+            message: message.into(),
+            code: Some(code),
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// `UNSUPPORTED_SCHEMA` for a schema outside the subset; `None` for other refusals.
+    pub fn code(&self) -> Option<&'static str> {
+        self.code
+    }
+}

@@ -1,0 +1,183 @@
+//! The outcome of one tool call. Final results are handed out as `Arc<ToolExecutionResult>`
+//! with no interior mutability: what observers and callers see can no longer change.
+
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+
+use super::content::{ContentBlock, ContextMessage};
+use super::error::{codes, ErrorInfo, ToolError};
+
+/// Why a call failed. `info` is absent for denials and plain tool errors.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolFailure {
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info: Option<ErrorInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolOutcome {
+    /// The canonical value, validated against the tool's output schema.
+    Success { value: Value, concludes_turn: bool },
+    /// Failures carry no value.
+    Failure(ToolFailure),
+}
+
+/// One call's result: the outcome plus what the model sees (`content`) and what the loop
+/// receives (`additional_contexts`). Serializes as the reference's
+/// `{isError, value?, error?, content, meta?, additionalContexts?, concludesTurn?}`.
+#[derive(Clone, Debug)]
+pub struct ToolExecutionResult {
+    pub outcome: ToolOutcome,
+    pub content: Vec<ContentBlock>,
+    /// Presentation metadata, computed only for top-level calls.
+    pub meta: Option<Value>,
+    pub additional_contexts: Vec<ContextMessage>,
+    /// The execution whose body stage produced this result; anything else is re-validated.
+    pub(crate) canonical: Option<super::scope::ExecutionToken>,
+}
+
+impl ToolExecutionResult {
+    /// A success authored outside the body (by an execute wrapper): the pipeline validates and
+    /// renders `value` through the tool's output contract.
+    pub fn success(value: Value) -> Self {
+        Self {
+            outcome: ToolOutcome::Success {
+                value,
+                concludes_turn: false,
+            },
+            content: Vec::new(),
+            meta: None,
+            additional_contexts: Vec::new(),
+            canonical: None,
+        }
+    }
+
+    /// A failure rendered as the single text block `Error: <message>`.
+    pub fn failure(message: impl Into<String>, info: Option<ErrorInfo>) -> Self {
+        let message = message.into();
+        Self {
+            content: vec![ContentBlock::text(format!("Error: {message}"))],
+            outcome: ToolOutcome::Failure(ToolFailure { message, info }),
+            meta: None,
+            additional_contexts: Vec::new(),
+            canonical: None,
+        }
+    }
+
+    pub fn from_error(error: ToolError) -> Self {
+        let (message, info) = error.into_parts();
+        Self::failure(message, info)
+    }
+
+    pub(crate) fn coded_failure(name: &str, code: &str, message: impl Into<String>) -> Self {
+        Self::failure(
+            message,
+            Some(ErrorInfo {
+                name: name.into(),
+                code: code.into(),
+            }),
+        )
+    }
+
+    pub(crate) fn aborted(prior: Option<&ToolExecutionResult>) -> Self {
+        let mut result = Self::coded_failure("AbortError", codes::ABORTED, "tool call aborted");
+        if let Some(prior) = prior {
+            result.additional_contexts = prior.additional_contexts.clone();
+        }
+        result
+    }
+
+    pub(crate) fn aborted_before_dispatch(prior: Option<&ToolExecutionResult>) -> Self {
+        let mut result = Self::coded_failure(
+            "AbortError",
+            codes::ABORTED_BEFORE_DISPATCH,
+            "tool call aborted before dispatch",
+        );
+        if let Some(prior) = prior {
+            result.additional_contexts = prior.additional_contexts.clone();
+        }
+        result
+    }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self.outcome, ToolOutcome::Failure(_))
+    }
+
+    pub fn value(&self) -> Option<&Value> {
+        match &self.outcome {
+            ToolOutcome::Success { value, .. } => Some(value),
+            ToolOutcome::Failure(_) => None,
+        }
+    }
+
+    pub fn error(&self) -> Option<&ToolFailure> {
+        match &self.outcome {
+            ToolOutcome::Success { .. } => None,
+            ToolOutcome::Failure(failure) => Some(failure),
+        }
+    }
+
+    /// `info.code` of a failure, if it has one.
+    pub fn error_code(&self) -> Option<&str> {
+        self.error()
+            .and_then(|f| f.info.as_ref())
+            .map(|i| i.code.as_str())
+    }
+
+    pub fn concludes_turn(&self) -> bool {
+        matches!(
+            self.outcome,
+            ToolOutcome::Success {
+                concludes_turn: true,
+                ..
+            }
+        )
+    }
+
+    /// The text blocks joined with newlines (handy for tests and plain-text hosts).
+    pub fn text(&self) -> String {
+        let texts: Vec<&str> = self
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        texts.join("\n")
+    }
+}
+
+/// Equality of what the result says; which execution produced it does not count.
+impl PartialEq for ToolExecutionResult {
+    fn eq(&self, other: &Self) -> bool {
+        self.outcome == other.outcome
+            && self.content == other.content
+            && self.meta == other.meta
+            && self.additional_contexts == other.additional_contexts
+    }
+}
+
+impl Serialize for ToolExecutionResult {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("isError", &self.is_error())?;
+        match &self.outcome {
+            ToolOutcome::Success { value, .. } => map.serialize_entry("value", value)?,
+            ToolOutcome::Failure(failure) => map.serialize_entry("error", failure)?,
+        }
+        map.serialize_entry("content", &self.content)?;
+        if let Some(meta) = &self.meta {
+            map.serialize_entry("meta", meta)?;
+        }
+        if !self.additional_contexts.is_empty() {
+            map.serialize_entry("additionalContexts", &self.additional_contexts)?;
+        }
+        if self.concludes_turn() {
+            map.serialize_entry("concludesTurn", &true)?;
+        }
+        map.end()
+    }
+}
