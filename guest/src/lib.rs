@@ -56,6 +56,9 @@ struct Book {
 }
 
 thread_local! {
+    /// A context with the prelude installed, made by `cm_init` when the module is
+    /// pre-initialised (the host snapshots the module right after it), or by `cm_run` otherwise.
+    static PREPARED: RefCell<Option<(Context, JsObject)>> = const { RefCell::new(None) };
     static CONTEXT: RefCell<Option<(Context, Hooks)>> = const { RefCell::new(None) };
     static BOOK: RefCell<Book> = RefCell::new(Book::default());
 }
@@ -419,6 +422,16 @@ fn syntax_position(message: &str) -> (u32, u32) {
     (line.parse().unwrap_or(0), column.parse().unwrap_or(0))
 }
 
+/// Pre-initialisation entry point: builds the context and installs the prelude, which is the
+/// same for every run. The host calls it once and snapshots the resulting memory, so a run
+/// starts from a ready engine. It must not read clocks or randomness or call the host.
+#[no_mangle]
+pub extern "C" fn cm_init() {
+    if let Ok(pair) = new_context() {
+        PREPARED.with_borrow_mut(|slot| *slot = Some(pair));
+    }
+}
+
 /// Entry point: evaluate the program and drain its jobs.
 #[no_mangle]
 pub extern "C" fn cm_run() -> u32 {
@@ -430,7 +443,8 @@ pub extern "C" fn cm_run() -> u32 {
         });
         return STATUS_DONE;
     };
-    let (mut context, prelude) = match new_context() {
+    let prepared = PREPARED.with_borrow_mut(Option::take).map(Ok);
+    let (mut context, prelude) = match prepared.unwrap_or_else(new_context) {
         Ok(pair) => pair,
         Err(error) => {
             let message = format!("sandbox failed to start: {error}");

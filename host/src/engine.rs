@@ -3,7 +3,9 @@
 //! Compiling Boa with Cranelift takes seconds, so the compiled module is cached on disk, keyed
 //! by the guest's hash and the engine's configuration (fuel and epoch instrumentation are baked
 //! into machine code). A cache entry carries its own length and checksum; a stale, truncated or
-//! corrupt entry is detected, recompiled and rewritten. The epoch ticker that enforces wall
+//! corrupt entry is detected, recompiled and rewritten. Before compiling, the guest is
+//! pre-initialised (Wizer): its Boa realm and prelude are built once and captured in the module's
+//! data, so a run starts from a ready engine. The epoch ticker that enforces wall
 //! clocks lives here too: one thread per process, ticking every millisecond.
 
 use std::hash::{Hash, Hasher};
@@ -95,9 +97,13 @@ fn cache_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("codemode"))
 }
 
+/// Bumped whenever what is cached changes meaning (now: the pre-initialised guest).
+const CACHE_FORMAT: &str = "preinit-1";
+
 fn cache_path(engine: &Engine) -> Option<PathBuf> {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
+    CACHE_FORMAT.hash(&mut hasher);
     let key = format!(
         "guest-{}-{:016x}.cwasm",
         &GUEST_SHA256[..16],
@@ -160,7 +166,18 @@ fn load_module(engine: &Engine) -> Result<(Module, ModuleSource), EngineError> {
             return Ok((module, ModuleSource::DiskCache));
         }
     }
-    let module = Module::new(engine, GUEST_WASM).map_err(|e| EngineError(format!("{e:#}")))?;
+    // Pre-initialise (Boa realm and prelude built once, captured in the module's memory). If
+    // that fails the plain module still works: every run then builds its own context.
+    let wasm = match crate::run::preinitialize(engine, GUEST_WASM) {
+        Ok(wasm) => wasm,
+        Err(error) => {
+            tracing::warn!(
+                "codemode: guest pre-initialisation failed, runs will be slower: {error}"
+            );
+            GUEST_WASM.to_vec()
+        }
+    };
+    let module = Module::new(engine, &wasm).map_err(|e| EngineError(format!("{e:#}")))?;
     if let Some(path) = &path {
         write_cached(&module, path);
     }

@@ -124,6 +124,44 @@ pub struct RunState {
 }
 
 impl RunState {
+    fn new(
+        budgets: &Budgets,
+        boot: Vec<u8>,
+        bindings: HashMap<String, HashMap<String, BindingFn>>,
+        control: AbortSignal,
+    ) -> Self {
+        let started = Instant::now();
+        RunState {
+            memory: None,
+            boot,
+            delivery: Vec::new(),
+            bindings,
+            next_call_id: 0,
+            argument_bytes: HashMap::new(),
+            argument_bytes_total: 0,
+            argument_bytes_cap: budgets.memory_bytes(),
+            ledger: Ledger::new(budgets.max_output_bytes),
+            outcome: None,
+            started,
+            logs: Vec::new(),
+            in_flight: FuturesUnordered::new(),
+            ready: VecDeque::new(),
+            timers: BTreeSet::new(),
+            timer_deadlines: HashMap::new(),
+            calls: Vec::new(),
+            call_slots: HashMap::new(),
+            call_controller: AbortController::new(),
+            limiter: MemoryLimiter {
+                max: budgets.memory_bytes(),
+                hit: false,
+            },
+            control,
+            deadline: started + budgets.wall(),
+            random_state: Default::default(),
+            random_counter: 0,
+        }
+    }
+
     pub(crate) fn push_log(&mut self, text: String) {
         self.logs.push(text);
     }
@@ -463,7 +501,6 @@ pub(crate) async fn execute(
     control: AbortSignal,
     metrics: &mut RunMetrics,
 ) -> RunResult {
-    let started = Instant::now();
     let boot_namespaces: Vec<wire::BootNamespace<'_>> = bindings
         .iter()
         .map(|ns| wire::BootNamespace {
@@ -475,35 +512,12 @@ pub(crate) async fn execute(
                 .map(|c| (c.name.as_str(), c.member_name_property.as_str())),
         })
         .collect();
-    let state = RunState {
-        memory: None,
-        boot: wire::encode_boot(program, &boot_namespaces),
-        delivery: Vec::new(),
-        bindings: exact_bindings(bindings),
-        next_call_id: 0,
-        argument_bytes: HashMap::new(),
-        argument_bytes_total: 0,
-        argument_bytes_cap: budgets.memory_bytes(),
-        ledger: Ledger::new(budgets.max_output_bytes),
-        outcome: None,
-        started,
-        logs: Vec::new(),
-        in_flight: FuturesUnordered::new(),
-        ready: VecDeque::new(),
-        timers: BTreeSet::new(),
-        timer_deadlines: HashMap::new(),
-        calls: Vec::new(),
-        call_slots: HashMap::new(),
-        call_controller: AbortController::new(),
-        limiter: MemoryLimiter {
-            max: budgets.memory_bytes(),
-            hit: false,
-        },
+    let state = RunState::new(
+        budgets,
+        wire::encode_boot(program, &boot_namespaces),
+        exact_bindings(bindings),
         control,
-        deadline: started + budgets.wall(),
-        random_state: Default::default(),
-        random_counter: 0,
-    };
+    );
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     let configured = store
@@ -538,7 +552,8 @@ pub(crate) async fn execute(
     // its run, but never past the wall budget plus a short grace: a binding that ignores its
     // signal is left to finish on its own, its result dropped.
     let mut in_flight = std::mem::take(&mut state.in_flight);
-    let patience = tokio::time::Instant::from_std(state.deadline.max(Instant::now()) + SETTLE_GRACE);
+    let patience =
+        tokio::time::Instant::from_std(state.deadline.max(Instant::now()) + SETTLE_GRACE);
     let drained = tokio::time::timeout_at(patience, async {
         while let Some((_, result)) = in_flight.next().await {
             if let Ok(value) = result {
@@ -641,4 +656,70 @@ async fn drive(
             }
         }
     }
+}
+
+/// Reads a pre-initialising instance's state for the snapshot.
+struct InitState<'a> {
+    store: &'a mut Store<RunState>,
+    instance: wasmtime::Instance,
+}
+
+impl wasmtime_wizer::InstanceState for InitState<'_> {
+    async fn global_get(
+        &mut self,
+        name: &str,
+        _: wasmtime_wizer::ValType,
+    ) -> wasmtime_wizer::SnapshotVal {
+        use wasmtime_wizer::SnapshotVal;
+        let value = self
+            .instance
+            .get_global(&mut *self.store, name)
+            .map(|g| g.get(&mut *self.store));
+        match value {
+            Some(wasmtime::Val::I32(x)) => SnapshotVal::I32(x),
+            Some(wasmtime::Val::I64(x)) => SnapshotVal::I64(x),
+            Some(wasmtime::Val::F32(x)) => SnapshotVal::F32(x),
+            Some(wasmtime::Val::F64(x)) => SnapshotVal::F64(x),
+            Some(wasmtime::Val::V128(x)) => SnapshotVal::V128(x.as_u128()),
+            // The snapshot only asks for globals the instrumented module exports, all numeric.
+            _ => SnapshotVal::I32(0),
+        }
+    }
+
+    async fn memory_contents(&mut self, name: &str, contents: impl FnOnce(&[u8]) + Send) {
+        match self.instance.get_memory(&mut *self.store, name) {
+            Some(memory) => contents(memory.data(&*self.store)),
+            None => contents(&[]),
+        }
+    }
+}
+
+/// Pre-initialises the guest: runs its `cm_init` export (Boa context, prelude) once and returns
+/// a module whose memory already holds that state, so no run pays for it again.
+pub(crate) fn preinitialize(engine: &wasmtime::Engine, wasm: &[u8]) -> Result<Vec<u8>, String> {
+    let mut wizer = wasmtime_wizer::Wizer::new();
+    wizer.init_func("cm_init");
+    let (cx, instrumented) = wizer.instrument(wasm).map_err(|e| format!("{e:#}"))?;
+    let module = wasmtime::Module::new(engine, &instrumented).map_err(|e| format!("{e:#}"))?;
+    let mut linker = wasmtime::Linker::new(engine);
+    crate::bridge::imports::define(&mut linker).map_err(|e| format!("{e:#}"))?;
+    let budgets = Budgets::default();
+    let state = RunState::new(&budgets, Vec::new(), HashMap::new(), AbortSignal::never());
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_fuel(u64::MAX / 2).map_err(|e| format!("{e:#}"))?;
+    store.set_epoch_deadline(u64::MAX / 2);
+    let instance = linker
+        .instantiate(&mut store, &module)
+        .map_err(|e| format!("{e:#}"))?;
+    store.data_mut().memory = instance.get_memory(&mut store, "memory");
+    let init = instance
+        .get_typed_func::<(), ()>(&mut store, "cm_init")
+        .map_err(|e| format!("{e:#}"))?;
+    init.call(&mut store, ()).map_err(|e| format!("{e:#}"))?;
+    let mut state = InitState {
+        store: &mut store,
+        instance,
+    };
+    futures::executor::block_on(wizer.snapshot(&cx, &mut state)).map_err(|e| format!("{e:#}"))
 }

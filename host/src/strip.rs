@@ -250,7 +250,10 @@ mod tests {
             .expect("spawn");
         assert!(handle.join().expect("no overflow"));
         let huge = "x".repeat(MAX_PROGRAM_BYTES + 1);
-        assert!(strip_types(&huge).unwrap_err().message.contains("the limit is"));
+        assert!(strip_types(&huge)
+            .unwrap_err()
+            .message
+            .contains("the limit is"));
     }
 
     #[test]

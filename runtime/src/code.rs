@@ -247,18 +247,83 @@ pub const RESERVED_ERROR_MEMBERS: &[&str] = &[
 /// global must be usable as a plain identifier in both languages.
 pub const PORTABLE_RESERVED_WORDS: &[&str] = &[
     // ECMAScript reserved words
-    "await", "break", "case", "catch", "class", "const", "continue", "debugger", "default",
-    "delete", "do", "else", "enum", "export", "extends", "false", "finally", "for", "function",
-    "if", "import", "in", "instanceof", "new", "null", "return", "super", "switch", "this",
-    "throw", "true", "try", "typeof", "var", "void", "while", "with", "yield",
+    "await",
+    "break",
+    "case",
+    "catch",
+    "class",
+    "const",
+    "continue",
+    "debugger",
+    "default",
+    "delete",
+    "do",
+    "else",
+    "enum",
+    "export",
+    "extends",
+    "false",
+    "finally",
+    "for",
+    "function",
+    "if",
+    "import",
+    "in",
+    "instanceof",
+    "new",
+    "null",
+    "return",
+    "super",
+    "switch",
+    "this",
+    "throw",
+    "true",
+    "try",
+    "typeof",
+    "var",
+    "void",
+    "while",
+    "with",
+    "yield",
     // ECMAScript strict-mode and contextual words
-    "let", "static", "implements", "interface", "package", "private", "protected", "public",
-    "arguments", "eval", "undefined", "NaN", "Infinity",
+    "let",
+    "static",
+    "implements",
+    "interface",
+    "package",
+    "private",
+    "protected",
+    "public",
+    "arguments",
+    "eval",
+    "undefined",
+    "NaN",
+    "Infinity",
     // Python keywords
-    "False", "None", "True", "and", "as", "assert", "async", "def", "del", "elif", "except",
-    "from", "global", "is", "lambda", "nonlocal", "not", "or", "pass", "raise",
+    "False",
+    "None",
+    "True",
+    "and",
+    "as",
+    "assert",
+    "async",
+    "def",
+    "del",
+    "elif",
+    "except",
+    "from",
+    "global",
+    "is",
+    "lambda",
+    "nonlocal",
+    "not",
+    "or",
+    "pass",
+    "raise",
     // Python soft keywords
-    "match", "type", "_",
+    "match",
+    "type",
+    "_",
 ];
 
 fn is_portable_identifier(name: &str) -> bool {
@@ -297,7 +362,9 @@ pub fn validate_bindings(bindings: &[BindingNamespace]) -> Result<(), RunRejecti
         };
         let n = &class.name;
         if !is_portable_identifier(n) {
-            return reject(format!("binding error class {n:?} is not a usable identifier"));
+            return reject(format!(
+                "binding error class {n:?} is not a usable identifier"
+            ));
         }
         if RESERVED_BINDING_GLOBALS.contains(&n.as_str()) {
             return reject(format!("reserved binding global {n:?}"));
@@ -337,7 +404,19 @@ mod tests {
 
     #[test]
     fn globals_must_be_portable_identifiers() {
-        for bad in ["not valid!", "await", "$tools", "a$b", "lambda", "type", "_", "match", "None", "1x", ""] {
+        for bad in [
+            "not valid!",
+            "await",
+            "$tools",
+            "a$b",
+            "lambda",
+            "type",
+            "_",
+            "match",
+            "None",
+            "1x",
+            "",
+        ] {
             assert_eq!(
                 message(&[ns(bad, None)]),
                 format!("codemode: binding global {bad:?} is not a usable identifier"),
@@ -349,7 +428,10 @@ mod tests {
 
     #[test]
     fn reserved_and_duplicate_globals_are_refused() {
-        assert_eq!(message(&[ns("console", None)]), "codemode: reserved binding global \"console\"");
+        assert_eq!(
+            message(&[ns("console", None)]),
+            "codemode: reserved binding global \"console\""
+        );
         assert_eq!(
             message(&[ns("tools", None), ns("tools", None)]),
             "codemode: duplicate binding global \"tools\""
@@ -360,7 +442,16 @@ mod tests {
     fn error_classes_are_checked() {
         let ok = message(&[ns("tools", Some(("ToolCallError", "toolName")))]);
         assert_eq!(ok, "ok");
-        for bad in ["args", "__dict__", "message", "", "name", "stack", "with_traceback", "add_note"] {
+        for bad in [
+            "args",
+            "__dict__",
+            "message",
+            "",
+            "name",
+            "stack",
+            "with_traceback",
+            "add_note",
+        ] {
             assert_eq!(
                 message(&[ns("tools", Some(("ToolCallError", bad)))]),
                 format!("codemode: binding error member property {bad:?} is not usable")
@@ -375,10 +466,7 @@ mod tests {
             "codemode: duplicate injected global \"tools\""
         );
         assert_eq!(
-            message(&[
-                ns("a", Some(("E", "x"))),
-                ns("b", Some(("E", "y"))),
-            ]),
+            message(&[ns("a", Some(("E", "x"))), ns("b", Some(("E", "y"))),]),
             "codemode: duplicate injected global \"E\""
         );
         assert_eq!(
@@ -401,6 +489,9 @@ mod tests {
     fn failures_serialize_with_reference_kinds() {
         let f = RunFailure::new(FailureKind::WorkerExit, "m").with_cause(FailureCause::Memory);
         let text = serde_json::to_string(&f).unwrap();
-        assert_eq!(text, r#"{"kind":"worker-exit","message":"m","cause":"memory"}"#);
+        assert_eq!(
+            text,
+            r#"{"kind":"worker-exit","message":"m","cause":"memory"}"#
+        );
     }
 }

@@ -160,7 +160,10 @@ impl Scanner<'_> {
                 }
                 Some(b'\\') => {
                     self.pos += 1;
-                    let escaped = *self.bytes.get(self.pos).ok_or(JsonError::Syntax(self.pos))?;
+                    let escaped = *self
+                        .bytes
+                        .get(self.pos)
+                        .ok_or(JsonError::Syntax(self.pos))?;
                     self.pos += 1;
                     let c = match escaped {
                         b'"' => '"',
@@ -471,7 +474,11 @@ pub fn is_lossless(value: &Value) -> bool {
 pub fn clone_deep(value: &Value) -> Value {
     enum Build<'a> {
         Array(std::slice::Iter<'a, Value>, Vec<Value>),
-        Object(serde_json::map::Iter<'a>, Map<String, Value>, Option<String>),
+        Object(
+            serde_json::map::Iter<'a>,
+            Map<String, Value>,
+            Option<String>,
+        ),
     }
     let mut stack: Vec<Build<'_>> = Vec::new();
     let mut next = Some(value);
@@ -545,7 +552,10 @@ mod tests {
 
     #[test]
     fn writes_like_json_stringify() {
-        assert_eq!(round_trip(r#"{"a":[1,2.5,"x\"y"],"b":null}"#), r#"{"a":[1,2.5,"x\"y"],"b":null}"#);
+        assert_eq!(
+            round_trip(r#"{"a":[1,2.5,"x\"y"],"b":null}"#),
+            r#"{"a":[1,2.5,"x\"y"],"b":null}"#
+        );
         assert_eq!(round_trip("1e21"), "1e+21");
         assert_eq!(round_trip("123.0"), "123");
         assert_eq!(round_trip("0.000001"), "0.000001");
@@ -566,7 +576,19 @@ mod tests {
 
     #[test]
     fn rejects_malformed_text() {
-        for bad in ["", "[", "[1,]", "{\"a\"}", "{\"a\":1,}", "tru", "01", "1.", "\"\\x\"", "[1] 2", "\"a\u{1}\""] {
+        for bad in [
+            "",
+            "[",
+            "[1,]",
+            "{\"a\"}",
+            "{\"a\":1,}",
+            "tru",
+            "01",
+            "1.",
+            "\"\\x\"",
+            "[1] 2",
+            "\"a\u{1}\"",
+        ] {
             assert!(parse(bad.as_bytes()).is_err(), "{bad:?} should fail");
         }
     }
@@ -625,7 +647,10 @@ mod tests {
             })
             .expect("spawn");
         assert!(handle.join().expect("no overflow"));
-        assert_eq!(clone_deep(&json!({"a": [1, {"b": "c"}], "d": []})), json!({"a": [1, {"b": "c"}], "d": []}));
+        assert_eq!(
+            clone_deep(&json!({"a": [1, {"b": "c"}], "d": []})),
+            json!({"a": [1, {"b": "c"}], "d": []})
+        );
     }
 
     #[test]
@@ -635,6 +660,9 @@ mod tests {
 
     #[test]
     fn proto_key_is_data() {
-        assert_eq!(round_trip(r#"{"__proto__":{"x":1}}"#), r#"{"__proto__":{"x":1}}"#);
+        assert_eq!(
+            round_trip(r#"{"__proto__":{"x":1}}"#),
+            r#"{"__proto__":{"x":1}}"#
+        );
     }
 }

@@ -205,7 +205,11 @@ mod tests {
         assert_eq!(string_cost("\u{1}"), 8);
         assert_eq!(string_cost("\u{1f}"), 8);
         for s in ["a\"b", "\u{0}x", "é€😀", "\u{7f}"] {
-            assert_eq!(string_cost(s), json::to_string(&json!(s)).len() as u64, "{s:?}");
+            assert_eq!(
+                string_cost(s),
+                json::to_string(&json!(s)).len() as u64,
+                "{s:?}"
+            );
         }
     }
 
@@ -255,7 +259,10 @@ mod tests {
         let ledger = Ledger::new(max);
         assert!(ledger.value_fits(&json!(fits)));
         assert!(!ledger.value_fits(&json!(over)));
-        assert_eq!(overflow_message(max), "outer output exceeded 67108864 bytes");
+        assert_eq!(
+            overflow_message(max),
+            "outer output exceeded 67108864 bytes"
+        );
     }
 
     #[test]

@@ -84,7 +84,9 @@ impl Default for AbortController {
 impl AbortController {
     pub fn new() -> Self {
         Self {
-            signal: AbortSignal { inner: Inner::new() },
+            signal: AbortSignal {
+                inner: Inner::new(),
+            },
         }
     }
 
@@ -113,7 +115,9 @@ impl std::fmt::Debug for AbortSignal {
 impl AbortSignal {
     /// A signal that never fires.
     pub fn never() -> Self {
-        Self { inner: Inner::new() }
+        Self {
+            inner: Inner::new(),
+        }
     }
 
     /// A signal that has already fired with `reason`.
