@@ -224,13 +224,22 @@ fn sdk_prints_the_built_in_tools_in_both_languages() {
     assert!(text.starts_with("## Writing code for run_code"), "{text}");
     assert!(text.contains("```ts"));
     for name in ["echo", "sleep", "fail", "read_file", "list_dir"] {
-        assert!(text.contains(&format!("  {name}: ")), "{name} missing: {text}");
+        assert!(
+            text.contains(&format!("  {name}: ")),
+            "{name} missing: {text}"
+        );
     }
     let again = Command::new(binary()).args(["sdk"]).output().unwrap();
     assert_eq!(out.stdout, again.stdout, "byte-identical every time");
-    let py = Command::new(binary()).args(["sdk", "--lang", "python"]).output().unwrap();
+    let py = Command::new(binary())
+        .args(["sdk", "--lang", "python"])
+        .output()
+        .unwrap();
     assert_eq!(py.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&py.stdout).contains("```python"));
-    let bad = Command::new(binary()).args(["sdk", "--lang", "cobol"]).output().unwrap();
+    let bad = Command::new(binary())
+        .args(["sdk", "--lang", "cobol"])
+        .output()
+        .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }

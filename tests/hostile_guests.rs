@@ -242,3 +242,16 @@ async fn a_guest_without_the_entry_points_is_refused_cleanly() {
     let r = run_on(&rt, "return 1", vec![], None).await;
     failure(&r, FailureKind::WorkerExit);
 }
+
+#[tokio::test]
+async fn nothing_of_one_run_is_visible_in_the_next() {
+    let rt = guest(&fixture("leave_garbage.wat"), Budgets::default());
+    for _ in 0..3 {
+        let r = run_on(&rt, "return 1", vec![], None).await;
+        assert_eq!(
+            value(&r),
+            json!(1),
+            "a run saw the previous run's global or memory"
+        );
+    }
+}

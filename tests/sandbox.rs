@@ -538,6 +538,9 @@ async fn a_due_timer_is_not_starved_by_instant_calls() {
 
 #[tokio::test]
 async fn a_getter_calling_a_tool_during_a_snapshot_cannot_corrupt_it() {
-    let r = run("return { get a() { tools.echo({ nested: true }).catch(() => {}); return 2; }, b: [1] };").await;
+    let r = run(
+        "return { get a() { tools.echo({ nested: true }).catch(() => {}); return 2; }, b: [1] };",
+    )
+    .await;
     assert_eq!(value(&r), json!({"a": 2, "b": [1]}));
 }

@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use codemode_runtime::ledger::MIN_OUTPUT_BYTES;
 
-/// Fuel the guest burns per millisecond of Boa compute on the reference machine. Measured with
-/// `codemode bench` (`fuel_per_ms`): a hot loop of mixed JSON, string and array work burns
-/// 4.6–7.6 M fuel per ms; the middle of that range is used, so `compute_ms` is a close, and
-/// above all deterministic, measure of busy time.
-pub const FUEL_PER_MS: u64 = 5_000_000;
+/// Fuel the guest burns per millisecond of Boa compute on the reference machine, so that
+/// `compute_ms` is a close, and above all deterministic, measure of busy time. Measured with
+/// `codemode bench` (`fuel_per_ms`, a JSON- and array-heavy program) on the 2-core reference
+/// machine: 3.3–4.2 M fuel per ms across runs.
+pub const FUEL_PER_MS: u64 = 4_000_000;
 
 /// Node clamps timers above this; the reference keeps the same ceiling for the wall clock.
 pub const MAX_WALL_MS: u64 = 2_147_483_647;

@@ -43,9 +43,32 @@ pub enum ModuleSource {
     DiskCache,
 }
 
+/// Most runs alive at once in one process. Instances, memories and fiber stacks come from a
+/// pool of this many slots, reused from run to run (a freed slot is reset to the pristine
+/// image before reuse); one more run than this fails as a `worker-exit` until a slot frees.
+pub const MAX_CONCURRENT_RUNS: u32 = 256;
+
+/// The largest linear memory any budget may grant (`memory_mb` is at most 4096).
+const MAX_MEMORY_BYTES: usize = 4 << 30;
+
+fn pool() -> wasmtime::PoolingAllocationConfig {
+    // Slots for the runs plus the one-time pre-initialisation.
+    let slots = MAX_CONCURRENT_RUNS + 1;
+    let mut pool = wasmtime::PoolingAllocationConfig::new();
+    pool.total_core_instances(slots)
+        .total_memories(slots)
+        .total_tables(slots)
+        .total_stacks(slots)
+        .max_memory_size(MAX_MEMORY_BYTES)
+        .table_elements(100_000)
+        .max_core_instance_size(4 << 20);
+    pool
+}
+
 fn config() -> Config {
     let mut config = Config::new();
     config
+        .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool()))
         .consume_fuel(true)
         .epoch_interruption(true)
         .max_wasm_stack(MAX_WASM_STACK)

@@ -97,11 +97,13 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
 
     let mut totals = Vec::with_capacity(args.runs);
     let (mut strip, mut instantiate) = (Duration::ZERO, Duration::ZERO);
+    let mut fresh_fuel = 0;
     for _ in 0..args.runs.max(1) {
         let m = measured(&rt, "return 1", vec![]).await?;
         totals.push(m.total);
         strip += m.strip;
         instantiate += m.instantiate;
+        fresh_fuel = m.fuel_consumed;
     }
     totals.sort();
     let n = totals.len() as u32;
@@ -231,6 +233,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
             "instantiate": us(instantiate_avg),
             "eval": us(eval_avg),
         },
+        "fresh_run_fuel": fresh_fuel,
         "first_run_ms": ms(first_run),
         "module_from_disk_cache": codemode_host::module_from_disk_cache(),
         "sub_call_us": us(sub_call),
