@@ -55,7 +55,7 @@ pub fn string(s: &JsString) {
             JsStrVariant::Latin1(bytes) => {
                 out.reserve(bytes.len() + 2);
                 for &b in bytes {
-                    if b >= 0x20 && b < 0x80 && b != b'"' && b != b'\\' {
+                    if (0x20..0x80).contains(&b) && b != b'"' && b != b'\\' {
                         out.push(b);
                     } else {
                         escape_unit(out, char::from(b));
