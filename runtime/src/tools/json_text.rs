@@ -2,7 +2,7 @@
 //! (no `-0`), JavaScript number spelling, and compact (optionally key-sorted) stringification.
 //! Every walk here is iterative: values of any depth are handled without recursion.
 
-use serde_json::{Map, Number, Value};
+use serde_json::{Number, Value};
 
 /// Whether a number is lossless JSON: finite (always true for `serde_json`) and not `-0`.
 pub(crate) fn is_lossless_number(number: &Number) -> bool {
@@ -26,73 +26,14 @@ pub(crate) fn is_lossless(value: &Value) -> bool {
     true
 }
 
-/// Takes a value apart without recursion: `Value`'s own drop recurses once per level.
+/// Takes a value apart without recursion (shared with the code runtime's JSON module).
 pub(crate) fn dispose(value: Value) {
-    let mut pending = vec![value];
-    while let Some(next) = pending.pop() {
-        match next {
-            Value::Array(items) => pending.extend(items),
-            Value::Object(map) => pending.extend(map.into_iter().map(|(_, v)| v)),
-            _ => {}
-        }
-    }
+    crate::json::drop_deep(value);
 }
 
-enum CloneFrame<'a> {
-    Array(std::slice::Iter<'a, Value>, Vec<Value>),
-    Object(
-        serde_json::map::Iter<'a>,
-        Map<String, Value>,
-        Option<String>,
-    ),
-}
-
-/// A copy of `value` built without recursion: `Value::clone` recurses once per level.
+/// Copies a value without recursion (shared with the code runtime's JSON module).
 pub(crate) fn clone_deep(value: &Value) -> Value {
-    let mut stack: Vec<CloneFrame<'_>> = Vec::new();
-    let mut next = Some(value);
-    let mut done: Option<Value> = None;
-    loop {
-        if let Some(source) = next.take() {
-            match source {
-                Value::Array(items) => stack.push(CloneFrame::Array(
-                    items.iter(),
-                    Vec::with_capacity(items.len()),
-                )),
-                Value::Object(map) => stack.push(CloneFrame::Object(map.iter(), Map::new(), None)),
-                scalar => done = Some(scalar.clone()),
-            }
-        }
-        if let Some(finished) = done.take() {
-            match stack.last_mut() {
-                None => return finished,
-                Some(CloneFrame::Array(_, out)) => out.push(finished),
-                Some(CloneFrame::Object(_, out, key)) => {
-                    if let Some(key) = key.take() {
-                        out.insert(key, finished);
-                    }
-                }
-            }
-        }
-        let advanced = match stack.last_mut() {
-            None => return Value::Null,
-            Some(CloneFrame::Array(items, _)) => items.next().map(|child| (None, child)),
-            Some(CloneFrame::Object(entries, _, key)) => entries.next().map(|(k, child)| {
-                *key = Some(k.clone());
-                (Some(()), child)
-            }),
-        };
-        match advanced {
-            Some((_, child)) => next = Some(child),
-            None => {
-                done = match stack.pop() {
-                    Some(CloneFrame::Array(_, out)) => Some(Value::Array(out)),
-                    Some(CloneFrame::Object(_, out, _)) => Some(Value::Object(out)),
-                    None => Some(Value::Null),
-                };
-            }
-        }
-    }
+    crate::json::clone_deep(value)
 }
 
 /// A number as JavaScript's `String(n)` spells it (`1` not `1.0`, `1e+21`, ...).
