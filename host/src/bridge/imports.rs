@@ -108,7 +108,21 @@ fn log_entry_from(caller: &Caller<'_, RunState>, ptr: u32, len: u32) -> Option<S
         .saturating_sub(caller.data().ledger.used());
     let want = (len as u64).min(remaining.saturating_add(8)) as u32;
     let bytes = read(caller, ptr, want, usize::MAX)?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
+    Some(text_of(&bytes, want < len))
+}
+
+/// UTF-8 text of `bytes` (invalid sequences become U+FFFD). When the bytes were cut short, a
+/// character split by the cut is dropped rather than turned into U+FFFD.
+fn text_of(bytes: &[u8], cut: bool) -> String {
+    let mut end = bytes.len();
+    if cut {
+        if let Err(error) = std::str::from_utf8(bytes) {
+            if error.error_len().is_none() {
+                end = error.valid_up_to();
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
 fn on_log(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Result<()> {
@@ -306,6 +320,7 @@ fn wasi_fd_write(
         return Ok(ERRNO_FAULT);
     };
     let mut chunk = Vec::new();
+    let mut cut = false;
     let mut total: u32 = 0;
     let limit = caller.data().ledger.max().saturating_add(8);
     for entry in table.chunks_exact(8) {
@@ -313,6 +328,7 @@ fn wasi_fd_write(
         let len = u32::from_le_bytes([entry[4], entry[5], entry[6], entry[7]]);
         total = total.saturating_add(len);
         let want = (len as u64).min(limit.saturating_sub(chunk.len() as u64)) as u32;
+        cut |= want < len;
         let Some(bytes) = read(&caller, ptr, want, usize::MAX) else {
             return Ok(ERRNO_FAULT);
         };
@@ -324,7 +340,7 @@ fn wasi_fd_write(
     if chunk.is_empty() || caller.data().outcome.is_some() {
         return Ok(ERRNO_SUCCESS);
     }
-    let text = String::from_utf8_lossy(&chunk).into_owned();
+    let text = text_of(&chunk, cut);
     admit_log(caller.data_mut(), &text).map_err(wasmtime::Error::new)?;
     Ok(ERRNO_SUCCESS)
 }
@@ -411,4 +427,17 @@ pub fn define(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
     linker.func_wrap(W, "sched_yield", wasi_sched_yield)?;
     linker.func_wrap(W, "proc_exit", wasi_proc_exit)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::text_of;
+
+    #[test]
+    fn a_character_split_by_a_cut_is_dropped_not_replaced() {
+        let euro = "a€".as_bytes();
+        assert_eq!(text_of(&euro[..2], true), "a");
+        assert_eq!(text_of(&euro[..2], false), "a\u{FFFD}");
+        assert_eq!(text_of(b"ok\xff!", true), "ok\u{FFFD}!");
+    }
 }
