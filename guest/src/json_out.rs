@@ -20,8 +20,12 @@ pub fn begin() {
     });
 }
 
-pub fn raw(text: &str) {
-    OUT.with_borrow_mut(|out| out.extend_from_slice(text.as_bytes()));
+/// Appends structural text (punctuation, numbers, literals) as it is.
+pub fn raw(text: &JsString) {
+    OUT.with_borrow_mut(|out| match text.as_str().variant() {
+        JsStrVariant::Latin1(bytes) if bytes.is_ascii() => out.extend_from_slice(bytes),
+        _ => out.extend_from_slice(text.to_std_string_lossy().as_bytes()),
+    });
 }
 
 fn escape_unit(out: &mut Vec<u8>, c: char) {

@@ -63,9 +63,13 @@ thread_local! {
     static BOOK: RefCell<Book> = RefCell::new(Book::default());
 }
 
+/// True exactly once: the first outcome of the run claims the `done` frame.
+fn claim_done() -> bool {
+    BOOK.with_borrow_mut(|book| !std::mem::replace(&mut book.done, true))
+}
+
 fn finish(outcome: Outcome<'_>) {
-    let first = BOOK.with_borrow_mut(|book| !std::mem::replace(&mut book.done, true));
-    if first {
+    if claim_done() {
         host::send_done(&frames::encode_done(&outcome));
     }
 }
@@ -98,7 +102,7 @@ fn native_json_begin(_: &JsValue, _: &[JsValue], _: &mut Context) -> JsResult<Js
 
 fn native_json_raw(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
     if let Some(text) = args.first().and_then(JsValue::as_string) {
-        json_out::raw(&text.to_std_string_lossy());
+        json_out::raw(&text);
     }
     Ok(JsValue::undefined())
 }
@@ -149,8 +153,7 @@ fn native_done(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsVal
     let kind = arg_u32(args, 0);
     if kind == 1 {
         // The value is in the JSON buffer, after its reserved tag byte.
-        let first = BOOK.with_borrow_mut(|book| !std::mem::replace(&mut book.done, true));
-        if first {
+        if claim_done() {
             json_out::with_frame(|frame| {
                 if let Some(tag) = frame.first_mut() {
                     *tag = frames::TAG_VALUE;

@@ -207,15 +207,8 @@ pub fn schemas() -> Value {
     ])
 }
 
-/// The built-in tools as the `tools` namespace, with `ToolCallError` / `toolName`.
-pub fn namespace(root: impl Into<PathBuf>) -> BindingNamespace {
-    let root = Arc::new(root.into());
-    let mut functions = BTreeMap::new();
-    functions.insert("echo".to_owned(), echo());
-    functions.insert("sleep".to_owned(), sleep());
-    functions.insert("fail".to_owned(), fail());
-    functions.insert("read_file".to_owned(), read_file(root.clone()));
-    functions.insert("list_dir".to_owned(), list_dir(root));
+/// `functions` as the `tools` namespace, with `ToolCallError` / `toolName`.
+pub fn tools_namespace(functions: BTreeMap<String, BindingFn>) -> BindingNamespace {
     BindingNamespace {
         global: "tools".into(),
         functions,
@@ -224,4 +217,16 @@ pub fn namespace(root: impl Into<PathBuf>) -> BindingNamespace {
             member_name_property: "toolName".into(),
         }),
     }
+}
+
+/// The built-in tools as the `tools` namespace.
+pub fn namespace(root: impl Into<PathBuf>) -> BindingNamespace {
+    let root = Arc::new(root.into());
+    let mut functions = BTreeMap::new();
+    functions.insert("echo".to_owned(), echo());
+    functions.insert("sleep".to_owned(), sleep());
+    functions.insert("fail".to_owned(), fail());
+    functions.insert("read_file".to_owned(), read_file(root.clone()));
+    functions.insert("list_dir".to_owned(), list_dir(root));
+    tools_namespace(functions)
 }

@@ -62,6 +62,11 @@ pub enum Outcome {
 
 type CallFuture = futures::future::BoxFuture<'static, (u32, Result<Value, String>)>;
 
+struct OpenCall {
+    slot: usize,
+    argument_bytes: usize,
+}
+
 struct MemoryLimiter {
     max: usize,
     hit: bool,
@@ -96,12 +101,13 @@ pub struct RunState {
     pub(crate) memory: Option<Memory>,
     pub(crate) boot: Vec<u8>,
     pub(crate) delivery: Vec<u8>,
-    pub(crate) bindings: HashMap<String, HashMap<String, BindingFn>>,
-    /// The lowest call id the guest may use next (ids strictly increase).
-    pub(crate) next_call_id: u32,
-    /// Argument bytes of calls still running, by call id, and their total.
-    argument_bytes: HashMap<u32, usize>,
-    argument_bytes_total: usize,
+    bindings: Vec<BindingNamespace>,
+    /// The lowest call id the guest may use next (ids strictly increase; u64 so that the last
+    /// u32 id is spent too).
+    next_call_id: u64,
+    /// Calls not yet finished: where their record is and the argument bytes the host holds.
+    open_calls: HashMap<u32, OpenCall>,
+    argument_bytes_in_flight: usize,
     argument_bytes_cap: usize,
     pub(crate) ledger: Ledger,
     pub(crate) outcome: Option<Outcome>,
@@ -113,7 +119,6 @@ pub struct RunState {
     timers: BTreeSet<(Instant, u32)>,
     timer_deadlines: HashMap<u32, Instant>,
     calls: Vec<CallRecord>,
-    call_slots: HashMap<u32, usize>,
     /// Fires when the run settles, telling running bindings to stop.
     call_controller: AbortController,
     limiter: MemoryLimiter,
@@ -127,7 +132,7 @@ impl RunState {
     fn new(
         budgets: &Budgets,
         boot: Vec<u8>,
-        bindings: HashMap<String, HashMap<String, BindingFn>>,
+        bindings: Vec<BindingNamespace>,
         control: AbortSignal,
     ) -> Self {
         let started = Instant::now();
@@ -137,8 +142,8 @@ impl RunState {
             delivery: Vec::new(),
             bindings,
             next_call_id: 0,
-            argument_bytes: HashMap::new(),
-            argument_bytes_total: 0,
+            open_calls: HashMap::new(),
+            argument_bytes_in_flight: 0,
             argument_bytes_cap: budgets.memory_bytes(),
             ledger: Ledger::new(budgets.max_output_bytes),
             outcome: None,
@@ -149,7 +154,6 @@ impl RunState {
             timers: BTreeSet::new(),
             timer_deadlines: HashMap::new(),
             calls: Vec::new(),
-            call_slots: HashMap::new(),
             call_controller: AbortController::new(),
             limiter: MemoryLimiter {
                 max: budgets.memory_bytes(),
@@ -193,44 +197,59 @@ impl RunState {
         )));
     }
 
-    fn record_call(&mut self, id: u32, global: &str, name: &str) {
-        self.call_slots.insert(id, self.calls.len());
+    /// Spends call id `id`; false when it is not above every id used before (a duplicate).
+    pub(crate) fn claim_call_id(&mut self, id: u32) -> bool {
+        if u64::from(id) < self.next_call_id {
+            return false;
+        }
+        self.next_call_id = u64::from(id) + 1;
+        true
+    }
+
+    /// The binding `global.name`, looked up by exact own names only.
+    pub(crate) fn binding(&self, global: &str, name: &str) -> Option<BindingFn> {
+        self.bindings
+            .iter()
+            .find(|ns| ns.global == global)
+            .and_then(|ns| ns.functions.get(name))
+            .cloned()
+    }
+
+    /// Whether `bytes` more argument bytes fit the per-run cap (the memory budget): the host
+    /// holds a call's arguments until it finishes, so a program cannot make it hold many copies
+    /// of a big value.
+    pub(crate) fn argument_bytes_fit(&self, bytes: usize) -> bool {
+        self.argument_bytes_in_flight.saturating_add(bytes) <= self.argument_bytes_cap
+    }
+
+    fn open_call(&mut self, id: u32, global: &str, name: &str, argument_bytes: usize) {
+        let slot = self.calls.len();
         self.calls.push(CallRecord {
             global: global.to_owned(),
             name: name.to_owned(),
             outcome: CallOutcome::Abandoned,
         });
+        self.open_calls.insert(
+            id,
+            OpenCall {
+                slot,
+                argument_bytes,
+            },
+        );
+        self.argument_bytes_in_flight += argument_bytes;
     }
 
     fn finish_call(&mut self, id: u32, outcome: CallOutcome) {
-        if let Some(&slot) = self.call_slots.get(&id) {
-            if let Some(record) = self.calls.get_mut(slot) {
+        if let Some(open) = self.open_calls.remove(&id) {
+            self.argument_bytes_in_flight -= open.argument_bytes;
+            if let Some(record) = self.calls.get_mut(open.slot) {
                 record.outcome = outcome;
             }
         }
     }
 
-    /// Counts a call's argument bytes against the per-run cap (the memory budget): the host holds
-    /// them until the call finishes, so a program cannot make it hold many copies of a big value.
-    pub(crate) fn reserve_argument_bytes(&mut self, id: u32, bytes: usize) -> bool {
-        let total = self.argument_bytes_total.saturating_add(bytes);
-        if total > self.argument_bytes_cap {
-            return false;
-        }
-        self.argument_bytes_total = total;
-        self.argument_bytes.insert(id, bytes);
-        true
-    }
-
-    fn release_argument_bytes(&mut self, id: u32) {
-        if let Some(bytes) = self.argument_bytes.remove(&id) {
-            self.argument_bytes_total = self.argument_bytes_total.saturating_sub(bytes);
-        }
-    }
-
     pub(crate) fn reject_now(&mut self, id: u32, global: &str, name: &str, message: &str) {
-        self.release_argument_bytes(id);
-        self.record_call(id, global, name);
+        self.open_call(id, global, name, 0);
         self.finish_call(id, CallOutcome::Rejected);
         self.ready.push_back(wire::encode_rejected(id, message));
     }
@@ -242,8 +261,9 @@ impl RunState {
         name: &str,
         f: BindingFn,
         args: Value,
+        argument_bytes: usize,
     ) {
-        self.record_call(id, global, name);
+        self.open_call(id, global, name, argument_bytes);
         let signal = self.call_controller.signal();
         // The call starts now (not when the program awaits it), so `Promise.all` overlaps.
         let future = f(args, signal);
@@ -291,7 +311,6 @@ impl RunState {
 
     /// Turns the result of a completed binding into the delivery the guest will read.
     fn delivery_for(&mut self, id: u32, result: Result<Value, String>) -> Vec<u8> {
-        self.release_argument_bytes(id);
         match result {
             Ok(value) if json::is_lossless(&value) => {
                 self.finish_call(id, CallOutcome::Resolved);
@@ -374,11 +393,7 @@ fn failure_from_error(error: &wasmtime::Error, budgets: &Budgets, memory_hit: bo
             "sandbox stack exhausted (out-of-bounds access): the program or a value nests too deeply",
         )
         .with_cause(FailureCause::Stack),
-        Some(Trap::Interrupt) => RunFailure::new(
-            FailureKind::Timeout,
-            format!("wall-clock ceiling reached ({}ms)", budgets.wall_ms),
-        )
-        .with_cause(FailureCause::Wall),
+        Some(Trap::Interrupt) => failure_from_stop(&Stop::Wall, budgets),
         Some(trap) => RunFailure::new(
             FailureKind::WorkerExit,
             format!("worker error: sandbox trapped: {trap}"),
@@ -418,7 +433,7 @@ pub(crate) fn failure_from_stop(stop: &Stop, budgets: &Budgets) -> RunFailure {
 pub(crate) fn failure_before_start(failure: RunFailure, budgets: &Budgets) -> RunResult {
     finalize(
         Vec::new(),
-        Ledger::new(budgets.max_output_bytes),
+        &Ledger::new(budgets.max_output_bytes),
         Outcome::Failure(failure),
         Vec::new(),
     )
@@ -427,7 +442,7 @@ pub(crate) fn failure_before_start(failure: RunFailure, budgets: &Budgets) -> Ru
 /// Assembles the result so that logs plus value or message always fit the output cap.
 fn finalize(
     mut logs: Vec<String>,
-    ledger: Ledger,
+    ledger: &Ledger,
     outcome: Outcome,
     calls: Vec<CallRecord>,
 ) -> RunResult {
@@ -464,20 +479,6 @@ fn finalize(
     }
 }
 
-fn exact_bindings(bindings: &[BindingNamespace]) -> HashMap<String, HashMap<String, BindingFn>> {
-    bindings
-        .iter()
-        .map(|ns| {
-            let members = ns
-                .functions
-                .iter()
-                .map(|(name, f)| (name.clone(), f.clone()))
-                .collect();
-            (ns.global.clone(), members)
-        })
-        .collect()
-}
-
 /// What one run cost, for benchmarks and for hosts that meter usage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RunMetrics {
@@ -497,7 +498,7 @@ pub(crate) async fn execute(
     pre: &InstancePre<RunState>,
     budgets: &Budgets,
     program: &str,
-    bindings: &[BindingNamespace],
+    bindings: Vec<BindingNamespace>,
     control: AbortSignal,
     metrics: &mut RunMetrics,
 ) -> RunResult {
@@ -512,12 +513,9 @@ pub(crate) async fn execute(
                 .map(|c| (c.name.as_str(), c.member_name_property.as_str())),
         })
         .collect();
-    let state = RunState::new(
-        budgets,
-        wire::encode_boot(program, &boot_namespaces),
-        exact_bindings(bindings),
-        control,
-    );
+    let boot = wire::encode_boot(program, &boot_namespaces);
+    drop(boot_namespaces);
+    let state = RunState::new(budgets, boot, bindings, control);
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     let configured = store
@@ -536,9 +534,9 @@ pub(crate) async fn execute(
         None => Ok(UpdateDeadline::Yield(1)),
     });
 
-    let mut result = drive(&mut store, pre, budgets, metrics).await;
+    let driven = drive(&mut store, pre, budgets, metrics).await;
     metrics.fuel_consumed = fuel.saturating_sub(store.get_fuel().unwrap_or(0));
-    if let Err(failure) = result.take_failure() {
+    if let Err(failure) = driven {
         store.data_mut().settle(Outcome::Failure(failure));
     }
     if store.data().outcome.is_none() {
@@ -569,36 +567,27 @@ pub(crate) async fn execute(
     let outcome = state.outcome.take().unwrap_or(Outcome::Value(None));
     finalize(
         std::mem::take(&mut state.logs),
-        state.ledger.clone(),
+        &state.ledger,
         outcome,
         std::mem::take(&mut state.calls),
     )
 }
 
-/// The outcome of driving the guest: `Ok` when the guest settled the run itself (or a stop
-/// already settled it), `Err` with the failure the host decided.
-struct Driven(Result<(), RunFailure>);
-
-impl Driven {
-    fn take_failure(&mut self) -> Result<(), RunFailure> {
-        std::mem::replace(&mut self.0, Ok(()))
-    }
-}
-
+/// Instantiates the guest and runs its event loop until the run settles. `Err` is the failure
+/// the host decided (a trap, a stop, a malformed guest); `Ok` means the run has its outcome.
 async fn drive(
     store: &mut Store<RunState>,
     pre: &InstancePre<RunState>,
     budgets: &Budgets,
     metrics: &mut RunMetrics,
-) -> Driven {
-    let fail = |failure: RunFailure| Driven(Err(failure));
+) -> Result<(), RunFailure> {
     let instantiating = Instant::now();
     let instance = pre.instantiate_async(&mut *store).await;
     metrics.instantiate = instantiating.elapsed();
     let instance = match instance {
         Ok(instance) => instance,
         Err(error) => {
-            return fail(failure_from_error(
+            return Err(failure_from_error(
                 &error,
                 budgets,
                 store.data().limiter.hit,
@@ -609,13 +598,11 @@ async fn drive(
     let run = instance.get_typed_func::<(), u32>(&mut *store, "cm_run");
     let deliver = instance.get_typed_func::<u32, u32>(&mut *store, "cm_deliver");
     let (Ok(run), Ok(deliver)) = (run, deliver) else {
-        return fail(
-            RunFailure::new(
-                FailureKind::WorkerExit,
-                "worker error: the sandbox module lacks its entry points",
-            )
-            .with_cause(FailureCause::Trap),
-        );
+        return Err(RunFailure::new(
+            FailureKind::WorkerExit,
+            "worker error: the sandbox module lacks its entry points",
+        )
+        .with_cause(FailureCause::Trap));
     };
     let mut status = run.call_async(&mut *store, ()).await;
     loop {
@@ -623,23 +610,21 @@ async fn drive(
             Ok(code) => code,
             Err(error) => {
                 if store.data().outcome.is_some() {
-                    return Driven(Ok(()));
+                    return Ok(());
                 }
                 let hit = store.data().limiter.hit;
-                return fail(failure_from_error(&error, budgets, hit));
+                return Err(failure_from_error(&error, budgets, hit));
             }
         };
         if store.data().outcome.is_some() {
-            return Driven(Ok(()));
+            return Ok(());
         }
         if code != wire::STATUS_WAITING {
-            return fail(
-                RunFailure::new(
-                    FailureKind::WorkerExit,
-                    "worker exited with code 0 before completing",
-                )
-                .with_cause(FailureCause::Trap),
-            );
+            return Err(RunFailure::new(
+                FailureKind::WorkerExit,
+                "worker exited with code 0 before completing",
+            )
+            .with_cause(FailureCause::Trap));
         }
         match next_event(store.data_mut()).await {
             Next::Deliver(frame) => {
@@ -647,9 +632,9 @@ async fn drive(
                 store.data_mut().delivery = frame;
                 status = deliver.call_async(&mut *store, len).await;
             }
-            Next::Stop(stop) => return fail(failure_from_stop(&stop, budgets)),
+            Next::Stop(stop) => return Err(failure_from_stop(&stop, budgets)),
             Next::NeverSettles => {
-                return fail(RunFailure::new(
+                return Err(RunFailure::new(
                     FailureKind::Exception,
                     "program is waiting on a promise that can never settle (no tool call is in flight and no timer is armed)",
                 ))
@@ -701,10 +686,9 @@ pub(crate) fn preinitialize(engine: &wasmtime::Engine, wasm: &[u8]) -> Result<Ve
     wizer.init_func("cm_init");
     let (cx, instrumented) = wizer.instrument(wasm).map_err(|e| format!("{e:#}"))?;
     let module = wasmtime::Module::new(engine, &instrumented).map_err(|e| format!("{e:#}"))?;
-    let mut linker = wasmtime::Linker::new(engine);
-    crate::bridge::imports::define(&mut linker).map_err(|e| format!("{e:#}"))?;
+    let linker = crate::bridge::imports::linker(engine).map_err(|e| format!("{e:#}"))?;
     let budgets = Budgets::default();
-    let state = RunState::new(&budgets, Vec::new(), HashMap::new(), AbortSignal::never());
+    let state = RunState::new(&budgets, Vec::new(), Vec::new(), AbortSignal::never());
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     store.set_fuel(u64::MAX / 2).map_err(|e| format!("{e:#}"))?;

@@ -10,7 +10,7 @@ use codemode_runtime::code::{
 };
 use codemode_runtime::signal::{AbortController, AbortSignal};
 use tokio::sync::Notify;
-use wasmtime::{InstancePre, Linker, Module};
+use wasmtime::{InstancePre, Module};
 
 use crate::bridge::imports;
 use crate::config::{BudgetError, Budgets};
@@ -59,10 +59,8 @@ impl Drop for LiveGuard {
 
 fn instance_pre(module: &Module) -> Result<InstancePre<RunState>, EngineError> {
     let shared = engine::shared()?;
-    let mut linker = Linker::new(&shared.engine);
-    imports::define(&mut linker).map_err(|e| EngineError(format!("{e:#}")))?;
-    linker
-        .instantiate_pre(module)
+    imports::linker(&shared.engine)
+        .and_then(|linker| linker.instantiate_pre(module))
         .map_err(|e| EngineError(format!("{e:#}")))
 }
 
@@ -164,7 +162,7 @@ impl WasmCodeRuntime {
             &inner.pre,
             budgets,
             &program,
-            &request.bindings,
+            request.bindings,
             control,
             metrics,
         )

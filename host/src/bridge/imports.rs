@@ -137,20 +137,15 @@ fn on_log(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Res
 
 fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> u32 {
     let state = caller.data();
-    // Ids must increase: a reused (or older) id is a duplicate and is ignored. An id is spent by
-    // its first use, even when that use is malformed.
-    if state.outcome.is_some()
-        || id < state.next_call_id
-        || state.in_flight_count() >= MAX_IN_FLIGHT
-    {
+    if state.outcome.is_some() || state.in_flight_count() >= MAX_IN_FLIGHT {
         return CALL_IGNORED;
     }
     let frame = read(&caller, ptr, len, MAX_CALL_FRAME);
     let state = caller.data_mut();
-    state.next_call_id = id.saturating_add(1);
-    if id == u32::MAX {
-        // The id space is spent; nothing can follow.
-        state.next_call_id = u32::MAX;
+    // Ids must increase: a reused (or older) id is a duplicate and is ignored. An id is spent by
+    // its first use, even when that use is malformed.
+    if !state.claim_call_id(id) {
+        return CALL_IGNORED;
     }
     let Some(frame) = frame else {
         return CALL_IGNORED;
@@ -161,7 +156,7 @@ fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> u32
     if call.global.len() > MAX_NAME_BYTES || call.name.len() > MAX_NAME_BYTES {
         return CALL_IGNORED;
     }
-    if !state.reserve_argument_bytes(id, call.args_json.len()) {
+    if !state.argument_bytes_fit(call.args_json.len()) {
         state.reject_now(
             id,
             call.global,
@@ -170,18 +165,16 @@ fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> u32
         );
         return CALL_ACCEPTED;
     }
-    let binding = state
-        .bindings
-        .get(call.global)
-        .and_then(|members| members.get(call.name))
-        .cloned();
-    let Some(binding) = binding else {
+    let Some(binding) = state.binding(call.global, call.name) else {
         let message = format!("unknown binding \"{}.{}\"", call.global, call.name);
         state.reject_now(id, call.global, call.name, &message);
         return CALL_ACCEPTED;
     };
     match json::parse(call.args_json) {
-        Ok(args) => state.start_call(id, call.global, call.name, binding, args),
+        Ok(args) => {
+            let argument_bytes = call.args_json.len();
+            state.start_call(id, call.global, call.name, binding, args, argument_bytes);
+        }
         Err(_) => state.reject_now(
             id,
             call.global,
@@ -214,28 +207,31 @@ fn on_boot_len(caller: Caller<'_, RunState>) -> u32 {
     caller.data().boot.len() as u32
 }
 
-fn on_boot_read(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> u32 {
-    let boot = std::mem::take(&mut caller.data_mut().boot);
-    let n = boot.len().min(len as usize);
-    let copied = if write(&mut caller, ptr, &boot[..n]) {
+/// Copies the front of one host-side buffer (`pick`) into guest memory at `ptr`; returns the
+/// bytes copied, 0 when out of bounds.
+fn copy_out(
+    caller: &mut Caller<'_, RunState>,
+    ptr: u32,
+    len: u32,
+    pick: fn(&mut RunState) -> &mut Vec<u8>,
+) -> u32 {
+    let buffer = std::mem::take(pick(caller.data_mut()));
+    let n = buffer.len().min(len as usize);
+    let copied = if write(caller, ptr, &buffer[..n]) {
         n as u32
     } else {
         0
     };
-    caller.data_mut().boot = boot;
+    *pick(caller.data_mut()) = buffer;
     copied
 }
 
+fn on_boot_read(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> u32 {
+    copy_out(&mut caller, ptr, len, |state| &mut state.boot)
+}
+
 fn on_reply_read(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> u32 {
-    let delivery = std::mem::take(&mut caller.data_mut().delivery);
-    let n = delivery.len().min(len as usize);
-    let copied = if write(&mut caller, ptr, &delivery[..n]) {
-        n as u32
-    } else {
-        0
-    };
-    caller.data_mut().delivery = delivery;
-    copied
+    copy_out(&mut caller, ptr, len, |state| &mut state.delivery)
 }
 
 fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) {
@@ -405,8 +401,14 @@ fn wasi_proc_exit(_caller: Caller<'_, RunState>, code: i32) -> wasmtime::Result<
     Err(wasmtime::Error::new(Stop::Exit(code)))
 }
 
-/// Defines every guest import on `linker`.
-pub fn define(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
+/// A linker with every guest import defined.
+pub fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunState>> {
+    let mut linker = Linker::new(engine);
+    define(&mut linker)?;
+    Ok(linker)
+}
+
+fn define(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
     const M: &str = "codemode";
     linker.func_wrap(M, "boot_len", on_boot_len)?;
     linker.func_wrap(M, "boot_read", on_boot_read)?;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use codemode_host::{builtins, Budgets, RunMetrics, WasmCodeRuntime, FUEL_PER_MS, GUEST_WASM};
-use codemode_runtime::code::{binding, BindingNamespace, CodeRuntime, ErrorClass, RunRequest};
+use codemode_runtime::code::{binding, BindingNamespace, CodeRuntime, RunRequest};
 use serde_json::{json, Value};
 
 use super::{BenchArgs, EXIT_OK, EXIT_USAGE};
@@ -76,14 +76,7 @@ fn holding_namespace(release: Arc<AtomicBool>) -> BindingNamespace {
             }
         }),
     );
-    BindingNamespace {
-        global: "tools".into(),
-        functions,
-        error_class: Some(ErrorClass {
-            name: "ToolCallError".into(),
-            member_name_property: "toolName".into(),
-        }),
-    }
+    builtins::tools_namespace(functions)
 }
 
 async fn measure(args: &BenchArgs) -> Result<Value, String> {
