@@ -298,6 +298,55 @@ async fn non_lossless_completions_are_invalid_output() {
 }
 
 #[tokio::test]
+async fn exotic_and_mutating_values_are_not_lossless() {
+    for program in [
+        "return new Proxy({}, {});",
+        "return new Proxy([1], {});",
+        "const o = {}; Object.defineProperty(o, 'hidden', { value: 1 }); return o;",
+        "const a: any[] = [1, 2, 3]; Object.defineProperty(a, 1, { get() { a.pop(); return 2; } }); return a;",
+        "return Object.setPrototypeOf({}, Array.prototype);",
+        "return 10n;",
+        "return [Symbol.iterator];",
+        "return function () {};",
+    ] {
+        let r = run(program).await;
+        assert_eq!(
+            failure(&r, FailureKind::InvalidOutput),
+            "program completion must be lossless JSON",
+            "{program}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn numbers_strings_and_keys_are_written_as_javascript_spells_them() {
+    let r = run(
+        r#"return [1e21, 0.1, 5e-7, -1.5, 2 ** 53, 1 / 3, { 2: 'b', 1: 'a', z: 'c' }, 'é\u0000"\n', '\ud800x'];"#,
+    )
+    .await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(
+        serde_json::to_string(&value(&r)).unwrap(),
+        "[1e+21,0.1,5e-7,-1.5,9007199254740992,0.3333333333333333,{\"1\":\"a\",\"2\":\"b\",\"z\":\"c\"},\"é\\u0000\\\"\\n\",\"\u{FFFD}x\"]"
+    );
+}
+
+#[tokio::test]
+async fn a_binding_called_from_a_getter_of_its_own_argument_is_refused() {
+    let r = run(r#"let inner: any;
+           const arg = { get x() { inner = tools.echo({ y: 1 }); return 1; } };
+           const outer = await tools.echo(arg);
+           let message = '';
+           try { await inner; } catch (e: any) { message = e.message; }
+           return [outer, message];"#)
+    .await;
+    assert_eq!(
+        value(&r),
+        json!([{ "x": 1 }, "binding arguments must be lossless JSON"])
+    );
+}
+
+#[tokio::test]
 async fn shared_references_are_copied_and_proto_keys_kept() {
     let r = run(
         r#"const shared = { v: 1 }; const o = JSON.parse('{"__proto__": {"x": 1}}');

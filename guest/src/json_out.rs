@@ -1,5 +1,5 @@
-//! The guest's outgoing JSON buffer. The prelude's snapshot walks a value and appends tokens
-//! here (strings are escaped straight from Boa's string storage), so a completion or argument
+//! The guest's outgoing JSON buffer. The snapshot (`snapshot.rs`) walks a value and appends
+//! tokens here (strings are escaped straight from Boa's string storage), so a completion or argument
 //! is built once, in its final bytes, instead of as a chain of JavaScript strings.
 //!
 //! Byte 0 is reserved for the `done` frame's tag, so a completion is sent without a copy.
@@ -21,11 +21,8 @@ pub fn begin() {
 }
 
 /// Appends structural text (punctuation, numbers, literals) as it is.
-pub fn raw(text: &JsString) {
-    OUT.with_borrow_mut(|out| match text.as_str().variant() {
-        JsStrVariant::Latin1(bytes) if bytes.is_ascii() => out.extend_from_slice(bytes),
-        _ => out.extend_from_slice(text.to_std_string_lossy().as_bytes()),
-    });
+pub fn raw_bytes(text: &[u8]) {
+    OUT.with_borrow_mut(|out| out.extend_from_slice(text));
 }
 
 fn escape_unit(out: &mut Vec<u8>, c: char) {

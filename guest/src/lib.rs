@@ -10,11 +10,13 @@
 //! This crate must never decide anything the host relies on: budgets, byte accounting and
 //! validation of what leaves the sandbox are all re-done on the host.
 
+mod calls;
 mod frames;
 mod host;
 mod jobs;
 mod json_in;
 mod json_out;
+mod snapshot;
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -41,7 +43,6 @@ const PRELUDE: &str = include_str!("prelude.js");
 const PROGRAM_PATH: &str = "program";
 
 struct Hooks {
-    settle: JsObject,
     fire_timer: JsObject,
     fail: JsObject,
 }
@@ -50,7 +51,6 @@ struct Hooks {
 /// run while the context is executing.
 #[derive(Default)]
 struct Book {
-    calls_in_flight: BTreeSet<u32>,
     timers_armed: BTreeSet<u32>,
     done: bool,
 }
@@ -95,40 +95,10 @@ fn native_log(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValu
     Ok(JsValue::undefined())
 }
 
-fn native_json_begin(_: &JsValue, _: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
-    json_out::begin();
-    Ok(JsValue::undefined())
-}
-
-fn native_json_raw(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
-    if let Some(text) = args.first().and_then(JsValue::as_string) {
-        json_out::raw(&text);
-    }
-    Ok(JsValue::undefined())
-}
-
-fn native_json_string(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
-    if let Some(text) = args.first().and_then(JsValue::as_string) {
-        json_out::string(&text);
-    }
-    Ok(JsValue::undefined())
-}
-
-/// Starts a call whose arguments are in the JSON buffer.
-fn native_call(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
-    let id = arg_u32(args, 0);
-    let frame = json_out::with_frame(|json| {
-        frames::encode_call(
-            &arg_string(args, 1),
-            &arg_string(args, 2),
-            json.get(1..).unwrap_or_default(),
-        )
-    });
-    let accepted = host::send_call(id, &frame);
-    if accepted {
-        BOOK.with_borrow_mut(|book| book.calls_in_flight.insert(id));
-    }
-    Ok(accepted.into())
+/// `host.snapshot(value)`: writes `value` into the JSON buffer; false when not lossless.
+fn native_snapshot(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let value = args.first().cloned().unwrap_or_default();
+    Ok(snapshot::write(&value, context)?.into())
 }
 
 fn native_timer_start(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsValue> {
@@ -220,7 +190,7 @@ fn drain(context: &mut Context, hooks: &Hooks) -> u32 {
     let (done, idle) = BOOK.with_borrow(|book| {
         (
             book.done,
-            book.calls_in_flight.is_empty() && book.timers_armed.is_empty(),
+            !calls::any_in_flight() && book.timers_armed.is_empty(),
         )
     });
     if done {
@@ -245,9 +215,14 @@ fn host_object(context: &mut Context) -> JsObject {
         1,
     )
     .function(
-        NativeFunction::from_fn_ptr(native_call),
-        js_string!("call"),
+        NativeFunction::from_fn_ptr(calls::make_binding),
+        js_string!("binding"),
         4,
+    )
+    .function(
+        NativeFunction::from_fn_ptr(native_snapshot),
+        js_string!("snapshot"),
+        1,
     )
     .function(
         NativeFunction::from_fn_ptr(native_timer_start),
@@ -263,21 +238,6 @@ fn host_object(context: &mut Context) -> JsObject {
         NativeFunction::from_fn_ptr(native_done),
         js_string!("done"),
         4,
-    )
-    .function(
-        NativeFunction::from_fn_ptr(native_json_begin),
-        js_string!("jsonBegin"),
-        0,
-    )
-    .function(
-        NativeFunction::from_fn_ptr(native_json_raw),
-        js_string!("jsonRaw"),
-        1,
-    )
-    .function(
-        NativeFunction::from_fn_ptr(native_json_string),
-        js_string!("jsonString"),
-        1,
     );
     init.build()
 }
@@ -345,7 +305,6 @@ fn new_context() -> JsResult<(Context, JsObject)> {
 
 fn start(boot: &frames::Boot, context: &mut Context, prelude: &JsObject) -> JsResult<Hooks> {
     let hooks = Hooks {
-        settle: get_fn(prelude, "settle", context)?,
         fire_timer: get_fn(prelude, "fireTimer", context)?,
         fail: get_fn(prelude, "fail", context)?,
     };
@@ -481,46 +440,24 @@ pub extern "C" fn cm_deliver(len: u32) -> u32 {
     let (context, hooks) = (&mut state.0, &state.1);
     let outcome = match frames::decode_delivery(&bytes) {
         Some(Delivery::Resolved { id, json }) => {
-            BOOK.with_borrow_mut(|book| book.calls_in_flight.remove(&id));
-            match json_in::parse(&json, context) {
-                Some(value) => hooks.settle.call(
-                    &JsValue::undefined(),
-                    &[id.into(), true.into(), value],
-                    context,
-                ),
-                None => hooks.settle.call(
-                    &JsValue::undefined(),
-                    &[
-                        id.into(),
-                        false.into(),
-                        js_string!("binding resolution must be lossless JSON").into(),
-                    ],
-                    context,
-                ),
-            }
+            let value = json_in::parse(&json, context)
+                .ok_or_else(|| js_string!("binding resolution must be lossless JSON"));
+            calls::settle(id, value, context)
         }
         Some(Delivery::Rejected { id, message }) => {
-            BOOK.with_borrow_mut(|book| book.calls_in_flight.remove(&id));
-            hooks.settle.call(
-                &JsValue::undefined(),
-                &[
-                    id.into(),
-                    false.into(),
-                    JsString::from(message.as_str()).into(),
-                ],
-                context,
-            )
+            calls::settle(id, Err(JsString::from(message.as_str())), context)
         }
         Some(Delivery::Timer { id }) => {
             if BOOK.with_borrow_mut(|book| book.timers_armed.remove(&id)) {
                 hooks
                     .fire_timer
                     .call(&JsValue::undefined(), &[id.into()], context)
+                    .map(drop)
             } else {
-                Ok(JsValue::undefined())
+                Ok(())
             }
         }
-        None => Ok(JsValue::undefined()),
+        None => Ok(()),
     };
     if let Err(error) = outcome {
         fail_uncaught(error, context, Some(hooks));

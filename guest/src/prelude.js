@@ -19,15 +19,12 @@
   const apply = Reflect.apply;
   const ownKeys = Reflect.ownKeys;
   const getOwn = Reflect.getOwnPropertyDescriptor;
-  const reflectGet = Reflect.get;
   const getProto = Reflect.getPrototypeOf;
   const defineProperty = Reflect.defineProperty;
   const isArray = Array.isArray;
   const freeze = Object.freeze;
   const create = Object.create;
   const objectIs = Object.is;
-  const isFinite = Number.isFinite;
-  const isInteger = Number.isInteger;
   const quoteString = JSON.stringify;
   const arrayJoin = ArrayProto.join;
   const stringSlice = String.prototype.slice;
@@ -47,7 +44,6 @@
   const setForEach = SetCtor.prototype.forEach;
   const setSize = getOwn(SetCtor.prototype, 'size').get;
   const promiseThen = PromiseCtor.prototype.then;
-  const promiseReject = PromiseCtor.reject;
   const promiseResolve = PromiseCtor.resolve;
   const dateProto = Date.prototype;
   const dateToISOString = dateProto.toISOString;
@@ -62,13 +58,10 @@
   const promiseProto = PromiseCtor.prototype;
   const stackGetter = (getOwn(ErrorProto, 'stack') || {}).get;
   const hostLog = host.log;
-  const hostCall = host.call;
+  const hostBinding = host.binding;
   const hostTimerStart = host.timerStart;
   const hostTimerCancel = host.timerCancel;
   const hostDone = host.done;
-  const jsonBegin = host.jsonBegin;
-  const jsonRaw = host.jsonRaw;
-  const jsonString = host.jsonString;
   const PROGRAM_FRAME = /\(program:(\d+):(\d+)\)/;
 
   // Internal lists are null-prototype objects with a length counter, so that setters a program
@@ -82,12 +75,6 @@
     l[l.n] = v;
     l.n += 1;
   }
-  function pop(l) {
-    l.n -= 1;
-    const v = l[l.n];
-    l[l.n] = undefined;
-    return v;
-  }
   function joinList(l, sep) {
     const parts = [];
     for (let i = 0; i < l.n; i += 1) {
@@ -97,127 +84,9 @@
   }
 
   // ---- Lossless JSON snapshots -------------------------------------------------------------
-  // Accepts exactly the reference's lossless JSON: null, booleans, strings, finite numbers other
-  // than -0, dense ordinary arrays, plain or null-prototype objects with enumerable string keys.
-  // Shared acyclic references are copied; cycles, getters that throw and exotic objects fail.
-  // Each slot is read once. Returns the JSON text, or undefined when the value is not lossless.
-  const INDEX = /^(?:0|[1-9][0-9]*)$/;
-  function emitScalar(v) {
-    switch (typeof v) {
-      case 'string':
-        jsonString(v);
-        return true;
-      case 'number':
-        if (!isFinite(v) || objectIs(v, -0)) return false;
-        jsonRaw(StringCtor(v));
-        return true;
-      case 'boolean':
-        jsonRaw(v ? 'true' : 'false');
-        return true;
-      default:
-        if (v !== null) return false;
-        jsonRaw('null');
-        return true;
-    }
-  }
-  // Writes the snapshot into the host-bound JSON buffer; false when the value is not lossless.
-  // A getter that starts a binding call or returns from inside a snapshot would reuse the one
-  // buffer, so a nested snapshot is refused.
-  let snapshotting = false;
-  function snapshot(root) {
-    if (snapshotting) return false;
-    snapshotting = true;
-    try {
-      return snapshotInto(root);
-    } finally {
-      snapshotting = false;
-    }
-  }
-  function snapshotInto(root) {
-    jsonBegin();
-    const onPath = new SetCtor();
-    // Frames: { value, keys, index, isArray, length }
-    const frames = list();
-    let pending = root;
-    try {
-      for (;;) {
-        // Emit `pending` (a scalar, or open a container).
-        if (typeof pending !== 'object' || pending === null) {
-          if (!emitScalar(pending)) return false;
-        } else {
-          if (apply(setHas, onPath, [pending])) return false;
-          const proto = getProto(pending);
-          const keys = ownKeys(pending);
-          const frame = create(null);
-          frame.value = pending;
-          frame.keys = keys;
-          frame.index = 0;
-          if (isArray(pending)) {
-            if (proto !== ArrayProto) return false;
-            const length = getOwn(pending, 'length').value;
-            if (keys.length !== length + 1) return false;
-            for (let i = 0; i < keys.length; i += 1) {
-              const k = keys[i];
-              if (typeof k !== 'string') return false;
-              if (k === 'length') continue;
-              if (apply(regexExec, INDEX, [k]) === null || +k >= length) return false;
-            }
-            frame.isArray = true;
-            frame.length = length;
-            jsonRaw('[');
-          } else {
-            if (proto !== ObjectProto && proto !== null) return false;
-            for (let i = 0; i < keys.length; i += 1) {
-              const k = keys[i];
-              if (typeof k !== 'string') return false;
-              const desc = getOwn(pending, k);
-              if (desc === undefined || !desc.enumerable) return false;
-            }
-            frame.isArray = false;
-            jsonRaw('{');
-          }
-          apply(setAdd, onPath, [pending]);
-          push(frames, frame);
-        }
-        // Find the next slot to read, closing finished containers.
-        pending = undefined;
-        let found = false;
-        while (frames.n > 0) {
-          const frame = frames[frames.n - 1];
-          if (frame.isArray) {
-            if (frame.index < frame.length) {
-              const i = frame.index;
-              frame.index += 1;
-              if (i > 0) jsonRaw(',');
-              pending = reflectGet(frame.value, StringCtor(i));
-              if (getOwn(frame.value, 'length').value !== frame.length) return false;
-              found = true;
-              break;
-            }
-            jsonRaw(']');
-          } else {
-            if (frame.index < frame.keys.length) {
-              const k = frame.keys[frame.index];
-              if (frame.index > 0) jsonRaw(',');
-              frame.index += 1;
-              jsonString(k);
-              jsonRaw(':');
-              pending = reflectGet(frame.value, k);
-              found = true;
-              break;
-            }
-            jsonRaw('}');
-          }
-          apply(setDelete, onPath, [frame.value]);
-          pop(frames);
-        }
-        if (!found) break;
-      }
-    } catch (_) {
-      return false;
-    }
-    return true;
-  }
+  // `host.snapshot(value)` (native: guest/src/snapshot.rs) writes the value as JSON into the
+  // host-bound buffer and returns false when it is not lossless JSON.
+  const snapshot = host.snapshot;
 
   // ---- Inspection for the console ------------------------------------------------------------
   // A compact rendering in the style of Node's util.inspect: depth 4, 100 array items, 10,000
@@ -227,6 +96,7 @@
   const MAX_STRING = 10000;
   const BREAK_LENGTH = 80;
   const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+  const INDEX = /^(?:0|[1-9][0-9]*)$/;
 
   const ESCAPED_DOUBLE = /\\"/g;
   const SINGLE = /'/g;
@@ -474,8 +344,6 @@
   }
 
   // ---- Bindings ---------------------------------------------------------------------------------
-  const pending = new MapCtor();
-  let nextCallId = 0;
 
   function makeErrorClass(name, member) {
     const C = class extends ErrorCtor {
@@ -498,31 +366,6 @@
       configurable: true,
     });
     return e;
-  }
-
-  function makeBinding(global, name, errorClass) {
-    return function (args) {
-      if (!snapshot(args)) {
-        return apply(promiseReject, PromiseCtor, [bindingError(errorClass, name, 'binding arguments must be lossless JSON')]);
-      }
-      nextCallId += 1;
-      const id = nextCallId;
-      return new PromiseCtor((resolve, reject) => {
-        if (!hostCall(id, global, name)) {
-          reject(bindingError(errorClass, name, 'the host refused this call'));
-          return;
-        }
-        apply(mapSet, pending, [id, { resolve, reject, name, errorClass }]);
-      });
-    };
-  }
-
-  function settle(id, ok, payload) {
-    const entry = apply(mapGet, pending, [id]);
-    if (entry === undefined) return;
-    apply(mapDelete, pending, [id]);
-    if (ok) entry.resolve(payload);
-    else entry.reject(bindingError(entry.errorClass, entry.name, payload));
   }
 
   // ---- Timers -------------------------------------------------------------------------------------
@@ -588,7 +431,7 @@
       const ns = create(null);
       for (let j = 0; j < d.names.length; j += 1) {
         defineProperty(ns, d.names[j], {
-          value: makeBinding(d.global, d.names[j], errorClass),
+          value: hostBinding(d.global, d.names[j], errorClass, bindingError),
           enumerable: true,
         });
       }
@@ -642,5 +485,5 @@
     apply(promiseThen, promise, [complete, fail]);
   }
 
-  return freeze({ install, start, settle, fireTimer, fail, snapshot, inspect: formatArgs });
+  return freeze({ install, start, fireTimer, fail, inspect: formatArgs });
 });
