@@ -10,7 +10,8 @@
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, Module};
@@ -35,6 +36,57 @@ pub struct Shared {
     pub module: Module,
     /// Where the compiled module came from, for diagnostics and benchmarks.
     pub module_source: ModuleSource,
+    pub interruption: Interruption,
+}
+
+/// How running wasm is interrupted. Both are compiled into the guest's machine code, so each
+/// scheme is its own engine and its own compiled module.
+///
+/// Runs use [`Interruption::FuelAndEpoch`]: fuel is the compute budget (deterministic, counts
+/// only the guest's own work) and epochs enforce the wall clock and aborts inside a hot loop.
+/// The other schemes exist to measure what each mechanism costs (`codemode bench
+/// --interruption`); with them a budget the scheme lacks goes unenforced while wasm runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Interruption {
+    None,
+    Fuel,
+    Epoch,
+    FuelAndEpoch,
+}
+
+impl Interruption {
+    pub const ALL: [Interruption; 4] = [
+        Interruption::None,
+        Interruption::Fuel,
+        Interruption::Epoch,
+        Interruption::FuelAndEpoch,
+    ];
+
+    pub fn fuel(self) -> bool {
+        matches!(self, Interruption::Fuel | Interruption::FuelAndEpoch)
+    }
+
+    pub fn epoch(self) -> bool {
+        matches!(self, Interruption::Epoch | Interruption::FuelAndEpoch)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Interruption::None => "none",
+            Interruption::Fuel => "fuel",
+            Interruption::Epoch => "epoch",
+            Interruption::FuelAndEpoch => "both",
+        }
+    }
+}
+
+/// Stops a private engine's epoch ticker when dropped.
+pub struct Ticker(Arc<AtomicBool>);
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,12 +130,12 @@ fn pool() -> wasmtime::PoolingAllocationConfig {
     pool
 }
 
-fn config() -> Config {
+fn config(interruption: Interruption) -> Config {
     let mut config = Config::new();
     config
         .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool()))
-        .consume_fuel(true)
-        .epoch_interruption(true)
+        .consume_fuel(interruption.fuel())
+        .epoch_interruption(interruption.epoch())
         .max_wasm_stack(MAX_WASM_STACK)
         .async_stack_size(MAX_WASM_STACK + 512 * 1024)
         .cranelift_opt_level(wasmtime::OptLevel::Speed);
@@ -97,29 +149,49 @@ fn config() -> Config {
 
 static SHARED: OnceLock<Result<Shared, EngineError>> = OnceLock::new();
 
-/// The engine and compiled guest, created on first use.
+fn build(interruption: Interruption, stop: &Arc<AtomicBool>) -> Result<Shared, EngineError> {
+    let engine = Engine::new(&config(interruption)).map_err(|e| EngineError(format!("{e:#}")))?;
+    let (module, module_source) = load_module(&engine, interruption)?;
+    if interruption.epoch() {
+        start_ticker(engine.clone(), stop.clone());
+    }
+    Ok(Shared {
+        engine,
+        module,
+        module_source,
+        interruption,
+    })
+}
+
+/// The engine and compiled guest every run uses, created on first use.
 pub fn shared() -> Result<&'static Shared, EngineError> {
     SHARED
         .get_or_init(|| {
-            let engine = Engine::new(&config()).map_err(|e| EngineError(format!("{e:#}")))?;
-            let (module, module_source) = load_module(&engine)?;
-            start_ticker(engine.clone());
-            Ok(Shared {
-                engine,
-                module,
-                module_source,
-            })
+            build(
+                Interruption::FuelAndEpoch,
+                &Arc::new(AtomicBool::new(false)),
+            )
         })
         .as_ref()
         .map_err(Clone::clone)
 }
 
-fn start_ticker(engine: Engine) {
+/// A private engine and guest under another interruption scheme, for measurements. Its epoch
+/// ticker (if any) runs until the returned [`Ticker`] is dropped.
+pub fn private(interruption: Interruption) -> Result<(Shared, Ticker), EngineError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let shared = build(interruption, &stop)?;
+    Ok((shared, Ticker(stop)))
+}
+
+fn start_ticker(engine: Engine, stop: Arc<AtomicBool>) {
     let spawned = std::thread::Builder::new()
         .name("codemode-epoch".into())
-        .spawn(move || loop {
-            std::thread::sleep(EPOCH_TICK);
-            engine.increment_epoch();
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(EPOCH_TICK);
+                engine.increment_epoch();
+            }
         });
     if let Err(error) = spawned {
         // Without the ticker wall clocks are still enforced around waits, and fuel still bounds
@@ -200,7 +272,10 @@ fn write_cached(module: &Module, path: &Path) {
     }
 }
 
-fn load_module(engine: &Engine) -> Result<(Module, ModuleSource), EngineError> {
+fn load_module(
+    engine: &Engine,
+    interruption: Interruption,
+) -> Result<(Module, ModuleSource), EngineError> {
     let path = cache_path(engine);
     if let Some(path) = &path {
         if let Some(module) = read_cached(engine, path) {
@@ -209,7 +284,7 @@ fn load_module(engine: &Engine) -> Result<(Module, ModuleSource), EngineError> {
     }
     // Pre-initialise (Boa realm and prelude built once, captured in the module's memory). If
     // that fails the plain module still works: every run then builds its own context.
-    let wasm = match crate::run::preinitialize(engine, GUEST_WASM) {
+    let wasm = match crate::run::preinitialize(engine, GUEST_WASM, interruption) {
         Ok(wasm) => wasm,
         Err(error) => {
             tracing::warn!(

@@ -12,6 +12,6 @@ pub mod strip;
 
 pub use config::{BudgetError, Budgets, FUEL_PER_MS};
 pub use engine::module_from_disk_cache;
-pub use engine::{EngineError, GUEST_WASM};
+pub use engine::{EngineError, Interruption, GUEST_WASM};
 pub use run::RunMetrics;
 pub use runtime::{SetupError, WasmCodeRuntime};

@@ -23,6 +23,7 @@ use wasmtime::{InstancePre, Memory, ResourceLimiter, Store, Trap, UpdateDeadline
 
 use crate::bridge::wire;
 use crate::config::Budgets;
+use crate::engine::Interruption;
 
 /// Fuel between cooperative yields of a busy guest (about 2 ms of compute).
 const YIELD_FUEL: u64 = 10_000_000;
@@ -495,6 +496,7 @@ pub struct RunMetrics {
 /// Runs already-stripped JavaScript `program` in a fresh instance of `pre`.
 pub(crate) async fn execute(
     engine: &wasmtime::Engine,
+    interruption: Interruption,
     pre: &InstancePre<RunState>,
     budgets: &Budgets,
     program: &str,
@@ -518,24 +520,30 @@ pub(crate) async fn execute(
     let state = RunState::new(budgets, boot, bindings, control);
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
-    let configured = store
-        .set_fuel(budgets.fuel())
-        .and_then(|()| store.fuel_async_yield_interval(Some(YIELD_FUEL)));
-    if let Err(error) = configured {
-        return failure_before_start(
-            RunFailure::new(FailureKind::WorkerExit, format!("worker error: {error:#}")),
-            budgets,
-        );
-    }
     let fuel = budgets.fuel();
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|ctx| match ctx.data().interruption() {
-        Some(stop) => Err(wasmtime::Error::new(stop)),
-        None => Ok(UpdateDeadline::Yield(1)),
-    });
+    if interruption.fuel() {
+        let configured = store
+            .set_fuel(fuel)
+            .and_then(|()| store.fuel_async_yield_interval(Some(YIELD_FUEL)));
+        if let Err(error) = configured {
+            return failure_before_start(
+                RunFailure::new(FailureKind::WorkerExit, format!("worker error: {error:#}")),
+                budgets,
+            );
+        }
+    }
+    if interruption.epoch() {
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|ctx| match ctx.data().interruption() {
+            Some(stop) => Err(wasmtime::Error::new(stop)),
+            None => Ok(UpdateDeadline::Yield(1)),
+        });
+    }
 
     let driven = drive(&mut store, pre, budgets, metrics).await;
-    metrics.fuel_consumed = fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+    if interruption.fuel() {
+        metrics.fuel_consumed = fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+    }
     if let Err(failure) = driven {
         store.data_mut().settle(Outcome::Failure(failure));
     }
@@ -681,7 +689,11 @@ impl wasmtime_wizer::InstanceState for InitState<'_> {
 
 /// Pre-initialises the guest: runs its `cm_init` export (Boa context, prelude) once and returns
 /// a module whose memory already holds that state, so no run pays for it again.
-pub(crate) fn preinitialize(engine: &wasmtime::Engine, wasm: &[u8]) -> Result<Vec<u8>, String> {
+pub(crate) fn preinitialize(
+    engine: &wasmtime::Engine,
+    wasm: &[u8],
+    interruption: Interruption,
+) -> Result<Vec<u8>, String> {
     let mut wizer = wasmtime_wizer::Wizer::new();
     wizer.init_func("cm_init");
     let (cx, instrumented) = wizer.instrument(wasm).map_err(|e| format!("{e:#}"))?;
@@ -691,8 +703,12 @@ pub(crate) fn preinitialize(engine: &wasmtime::Engine, wasm: &[u8]) -> Result<Ve
     let state = RunState::new(&budgets, Vec::new(), Vec::new(), AbortSignal::never());
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
-    store.set_fuel(u64::MAX / 2).map_err(|e| format!("{e:#}"))?;
-    store.set_epoch_deadline(u64::MAX / 2);
+    if interruption.fuel() {
+        store.set_fuel(u64::MAX / 2).map_err(|e| format!("{e:#}"))?;
+    }
+    if interruption.epoch() {
+        store.set_epoch_deadline(u64::MAX / 2);
+    }
     let instance = linker
         .instantiate(&mut store, &module)
         .map_err(|e| format!("{e:#}"))?;

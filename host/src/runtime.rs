@@ -14,7 +14,7 @@ use wasmtime::{InstancePre, Module};
 
 use crate::bridge::imports;
 use crate::config::{BudgetError, Budgets};
-use crate::engine::{self, EngineError};
+use crate::engine::{self, EngineError, Interruption};
 use crate::run::{self, RunMetrics, RunState};
 use crate::strip::strip_types;
 
@@ -29,6 +29,9 @@ pub enum SetupError {
 
 struct Inner {
     engine: wasmtime::Engine,
+    interruption: Interruption,
+    /// Stops a private engine's epoch ticker with the last clone of the runtime.
+    _ticker: Option<engine::Ticker>,
     pre: InstancePre<RunState>,
     budgets: Budgets,
     disposed: AtomicBool,
@@ -57,9 +60,11 @@ impl Drop for LiveGuard {
     }
 }
 
-fn instance_pre(module: &Module) -> Result<InstancePre<RunState>, EngineError> {
-    let shared = engine::shared()?;
-    imports::linker(&shared.engine)
+fn instance_pre(
+    engine: &wasmtime::Engine,
+    module: &Module,
+) -> Result<InstancePre<RunState>, EngineError> {
+    imports::linker(engine)
         .and_then(|linker| linker.instantiate_pre(module))
         .map_err(|e| EngineError(format!("{e:#}")))
 }
@@ -70,8 +75,22 @@ impl WasmCodeRuntime {
     pub fn new(budgets: Budgets) -> Result<Self, SetupError> {
         budgets.validate()?;
         let shared = engine::shared()?;
-        let pre = instance_pre(&shared.module)?;
-        Ok(Self::from_parts(shared.engine.clone(), pre, budgets))
+        let pre = instance_pre(&shared.engine, &shared.module)?;
+        Ok(Self::from_parts(shared, pre, budgets, None))
+    }
+
+    /// A runtime on a private engine that interrupts wasm with `interruption` only, for
+    /// measuring what each mechanism costs. Budgets the scheme lacks go unenforced while wasm
+    /// runs (see [`Interruption`]); use [`WasmCodeRuntime::new`] for real work. Each scheme
+    /// compiles (or loads from the disk cache) its own copy of the guest.
+    pub fn with_interruption(
+        budgets: Budgets,
+        interruption: Interruption,
+    ) -> Result<Self, SetupError> {
+        budgets.validate()?;
+        let (shared, ticker) = engine::private(interruption)?;
+        let pre = instance_pre(&shared.engine, &shared.module)?;
+        Ok(Self::from_parts(&shared, pre, budgets, Some(ticker)))
     }
 
     /// A runtime over another guest module (WAT or wasm bytes) speaking the same bridge, for
@@ -79,15 +98,22 @@ impl WasmCodeRuntime {
     pub fn with_guest_module(bytes: &[u8], budgets: Budgets) -> Result<Self, SetupError> {
         budgets.validate()?;
         let module = engine::compile(bytes)?;
-        let pre = instance_pre(&module)?;
         let shared = engine::shared()?;
-        Ok(Self::from_parts(shared.engine.clone(), pre, budgets))
+        let pre = instance_pre(&shared.engine, &module)?;
+        Ok(Self::from_parts(shared, pre, budgets, None))
     }
 
-    fn from_parts(engine: wasmtime::Engine, pre: InstancePre<RunState>, budgets: Budgets) -> Self {
+    fn from_parts(
+        shared: &engine::Shared,
+        pre: InstancePre<RunState>,
+        budgets: Budgets,
+        ticker: Option<engine::Ticker>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
-                engine,
+                engine: shared.engine.clone(),
+                interruption: shared.interruption,
+                _ticker: ticker,
                 pre,
                 budgets,
                 disposed: AtomicBool::new(false),
@@ -159,6 +185,7 @@ impl WasmCodeRuntime {
         };
         Ok(run::execute(
             &inner.engine,
+            inner.interruption,
             &inner.pre,
             budgets,
             &program,

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use codemode_host::{builtins, Budgets, RunMetrics, WasmCodeRuntime, FUEL_PER_MS, GUEST_WASM};
+use codemode_host::{
+    builtins, Budgets, Interruption, RunMetrics, WasmCodeRuntime, FUEL_PER_MS, GUEST_WASM,
+};
 use codemode_runtime::code::{binding, BindingNamespace, CodeRuntime, RunRequest};
 use serde_json::{json, Value};
 
@@ -79,6 +81,47 @@ fn holding_namespace(release: Arc<AtomicBool>) -> BindingNamespace {
     builtins::tools_namespace(functions)
 }
 
+/// The compute workload shared with the peer scripts: a function body ending in `return`.
+const COMPUTE_PROGRAM: &str = include_str!("../../../bench/workloads/compute.js");
+const COMPUTE_RESULT: f64 = 899_397.0;
+
+/// Median time (guest start to result, without stripping) and fuel of five compute runs.
+async fn compute_median(rt: &WasmCodeRuntime) -> Result<(Duration, u64), String> {
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let (result, m) = rt
+            .run_measured(request(COMPUTE_PROGRAM, vec![]))
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(e) = result.error {
+            return Err(format!(
+                "compute workload failed ({}): {}",
+                e.kind, e.message
+            ));
+        }
+        if result.value.as_ref().and_then(Value::as_f64) != Some(COMPUTE_RESULT) {
+            return Err(format!("compute workload returned {:?}", result.value));
+        }
+        samples.push((m.total.saturating_sub(m.strip), m.fuel_consumed));
+    }
+    samples.sort();
+    Ok(samples[samples.len() / 2])
+}
+
+/// The compute workload under each interruption scheme, each on its own engine.
+async fn interruption_study() -> Result<Value, String> {
+    let mut out = serde_json::Map::new();
+    for scheme in Interruption::ALL {
+        let rt = WasmCodeRuntime::with_interruption(Budgets::default(), scheme)
+            .map_err(|e| e.to_string())?;
+        // The first run loads or compiles this scheme's module.
+        measured(&rt, "return 1", vec![]).await?;
+        let (time, _) = compute_median(&rt).await?;
+        out.insert(format!("{}_ms", scheme.name()), json!(ms(time)));
+    }
+    Ok(Value::Object(out))
+}
+
 async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let rt = WasmCodeRuntime::new(Budgets::default()).map_err(|e| e.to_string())?;
     let tools = || vec![builtins::namespace(".")];
@@ -134,22 +177,9 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     .await?
     .total;
 
-    // Fuel per millisecond of compute on a JSON- and array-heavy program.
-    let compute_program = r#"
-        let acc = 0;
-        for (let round = 0; round < 40; round++) {
-          const rows = Array.from({ length: 500 }, (_, i) => ({ id: i, name: 'row' + i, tags: ['a', 'b', String(i % 7)] }));
-          const text = JSON.stringify(rows);
-          const back = JSON.parse(text);
-          acc += back.filter((r: any) => r.id % 3 === 0).map((r: any) => r.name.length).reduce((a: number, b: number) => a + b, 0);
-        }
-        return acc;
-    "#;
-    let compute = measured(&rt, compute_program, vec![]).await?;
-    let busy = compute
-        .total
-        .saturating_sub(compute.instantiate + compute.strip);
-    let fuel_per_ms = compute.fuel_consumed as f64 / ms(busy).max(1e-9);
+    // The compute-heavy workload every peer runs too (bench/workloads/compute.js).
+    let (compute, compute_fuel) = compute_median(&rt).await?;
+    let fuel_per_ms = compute_fuel as f64 / ms(compute).max(1e-9);
 
     // Throughput: trivial runs on every worker thread for one second.
     let window = Duration::from_secs(1);
@@ -218,6 +248,12 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     }
     let rss_per_instance_mib = during.saturating_sub(before) as f64 / 1024.0 / 100.0;
 
+    let interruption = if args.interruption {
+        interruption_study().await?
+    } else {
+        Value::Null
+    };
+
     Ok(json!({
         "fresh_run_p50_us": us(p50),
         "fresh_run_p99_us": us(p99),
@@ -235,6 +271,8 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "rss_per_instance_mib": rss_per_instance_mib,
         "kill_latency_ms": ms(kill_latency),
         "fuel_per_ms": fuel_per_ms,
+        "compute_ms": ms(compute),
+        "interruption": interruption,
         "fuel_per_ms_configured": FUEL_PER_MS,
         "guest_module_bytes": GUEST_WASM.len(),
         "peak_rss_mib": rss_kib("VmHWM:").unwrap_or(0) as f64 / 1024.0,
@@ -271,6 +309,7 @@ pub async fn bench(args: BenchArgs) -> u8 {
             "MiB",
         ),
         ("kill latency past a wall budget", "kill_latency_ms", "ms"),
+        ("compute workload", "compute_ms", "ms"),
         ("fuel per ms of compute", "fuel_per_ms", ""),
         ("guest module", "guest_module_bytes", "bytes"),
         ("peak RSS", "peak_rss_mib", "MiB"),
@@ -287,5 +326,20 @@ pub async fn bench(args: BenchArgs) -> u8 {
         split["instantiate"].as_f64().unwrap_or(f64::NAN),
         split["eval"].as_f64().unwrap_or(f64::NAN)
     );
+    if let Some(study) = report["interruption"].as_object() {
+        let none = study
+            .get("none_ms")
+            .and_then(Value::as_f64)
+            .unwrap_or(f64::NAN);
+        println!("compute workload by interruption scheme:");
+        for (key, v) in study {
+            let v = v.as_f64().unwrap_or(f64::NAN);
+            println!(
+                "  {:<8} {v:>10.2} ms  {:+.0}% vs none",
+                key.trim_end_matches("_ms"),
+                (v / none - 1.0) * 100.0
+            );
+        }
+    }
     EXIT_OK
 }

@@ -77,6 +77,10 @@ pub struct BenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also compare interruption schemes (none, fuel, epoch, both) on the compute workload;
+    /// compiles the guest once per scheme unless the disk cache has it.
+    #[arg(long)]
+    pub interruption: bool,
     /// Iterations of the fresh-run workload.
     #[arg(long, default_value_t = 200)]
     pub runs: usize,
