@@ -495,7 +495,6 @@ pub struct RunMetrics {
 
 /// Runs already-stripped JavaScript `program` in a fresh instance of `pre`.
 pub(crate) async fn execute(
-    engine: &wasmtime::Engine,
     interruption: Interruption,
     pre: &InstancePre<RunState>,
     budgets: &Budgets,
@@ -518,7 +517,7 @@ pub(crate) async fn execute(
     let boot = wire::encode_boot(program, &boot_namespaces);
     drop(boot_namespaces);
     let state = RunState::new(budgets, boot, bindings, control);
-    let mut store = Store::new(engine, state);
+    let mut store = Store::new(pre.module().engine(), state);
     store.limiter(|s| &mut s.limiter);
     let fuel = budgets.fuel();
     if interruption.fuel() {

@@ -28,7 +28,6 @@ pub enum SetupError {
 }
 
 struct Inner {
-    engine: wasmtime::Engine,
     interruption: Interruption,
     /// Stops a private engine's epoch ticker with the last clone of the runtime.
     _ticker: Option<engine::Ticker>,
@@ -111,7 +110,6 @@ impl WasmCodeRuntime {
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
-                engine: shared.engine.clone(),
                 interruption: shared.interruption,
                 _ticker: ticker,
                 pre,
@@ -184,7 +182,6 @@ impl WasmCodeRuntime {
             }
         };
         Ok(run::execute(
-            &inner.engine,
             inner.interruption,
             &inner.pre,
             budgets,
