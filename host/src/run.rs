@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
+use std::pin::Pin;
 use std::time::Instant;
 
 use codemode_runtime::code::{
@@ -339,7 +340,27 @@ enum Next {
     NeverSettles,
 }
 
-async fn next_event(state: &mut RunState) -> Next {
+/// The run's two clocks, registered with tokio's timer once per run rather than once per event
+/// (registering a sleep wakes the runtime's driver, a syscall per sub-call otherwise).
+struct Clocks {
+    wall: Pin<Box<tokio::time::Sleep>>,
+    timer: Pin<Box<tokio::time::Sleep>>,
+    /// The timer `timer` is armed for.
+    armed: Option<(Instant, u32)>,
+}
+
+impl Clocks {
+    fn new(deadline: Instant) -> Self {
+        let deadline = tokio::time::Instant::from_std(deadline);
+        Clocks {
+            wall: Box::pin(tokio::time::sleep_until(deadline)),
+            timer: Box::pin(tokio::time::sleep_until(deadline)),
+            armed: None,
+        }
+    }
+}
+
+async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
     if let Some(frame) = state.ready.pop_front() {
         return Next::Deliver(frame);
     }
@@ -347,21 +368,27 @@ async fn next_event(state: &mut RunState) -> Next {
         return Next::NeverSettles;
     }
     let next_timer = state.timers.first().copied();
+    if let Some((at, _)) = next_timer {
+        if clocks.armed != next_timer {
+            clocks
+                .timer
+                .as_mut()
+                .reset(tokio::time::Instant::from_std(at));
+            clocks.armed = next_timer;
+        }
+    }
     let control = state.control.clone();
-    let deadline = tokio::time::Instant::from_std(state.deadline);
-    let timer_at = next_timer
-        .map(|(at, _)| tokio::time::Instant::from_std(at))
-        .unwrap_or(deadline);
     tokio::select! {
         biased;
         reason = control.aborted() => Next::Stop(Stop::Aborted(reason)),
-        () = tokio::time::sleep_until(deadline) => Next::Stop(Stop::Wall),
+        () = clocks.wall.as_mut() => Next::Stop(Stop::Wall),
         // A due timer goes before calls that are ready at once, so a loop of instant calls
         // cannot starve it.
-        () = tokio::time::sleep_until(timer_at), if next_timer.is_some() => {
+        () = clocks.timer.as_mut(), if next_timer.is_some() => {
             let Some((at, id)) = next_timer else { return Next::NeverSettles };
             state.timers.remove(&(at, id));
             state.timer_deadlines.remove(&id);
+            clocks.armed = None;
             Next::Deliver(wire::encode_timer(id))
         }
         Some((id, result)) = state.in_flight.next(), if !state.in_flight.is_empty() => {
@@ -611,6 +638,7 @@ async fn drive(
         )
         .with_cause(FailureCause::Trap));
     };
+    let mut clocks = Clocks::new(store.data().deadline);
     let mut status = run.call_async(&mut *store, ()).await;
     loop {
         let code = match status {
@@ -633,7 +661,7 @@ async fn drive(
             )
             .with_cause(FailureCause::Trap));
         }
-        match next_event(store.data_mut()).await {
+        match next_event(store.data_mut(), &mut clocks).await {
             Next::Deliver(frame) => {
                 let len = frame.len() as u32;
                 store.data_mut().delivery = frame;
