@@ -1,0 +1,235 @@
+// Writes BENCHMARKS.md at the repository root from the JSON objects `codemode bench --json` and
+// the peers print. A file whose object has no `peer` key is codemode's.
+//
+// Usage: node bench/report.mjs [--out PATH] <json files...>
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+const SYSTEMS = [
+  { id: 'codemode', title: 'codemode' },
+  { id: 'node-worker_threads', title: 'Node worker_threads' },
+  { id: 'quickjs-emscripten', title: 'quickjs-emscripten' },
+  { id: 'boa-native', title: 'native Boa' },
+];
+
+// `lower` says which direction is better, so that a target can be checked mechanically.
+const ROWS = [
+  { key: 'fresh_run_p50_us', label: 'fresh run `return 1`, p50', unit: 'µs', target: 300, lower: true },
+  { key: 'fresh_run_p99_us', label: 'fresh run `return 1`, p99', unit: 'µs' },
+  { key: 'sub_call_us', label: 'sequential awaited host call', unit: 'µs', target: 15, lower: true },
+  { key: 'parallel_10x100ms_ms', label: '10 × sleep 100 ms under Promise.all', unit: 'ms', target: 105, lower: true },
+  { key: 'runs_per_sec', label: 'trivial runs per second', unit: '/s', target: 4000, lower: false },
+  { key: 'rss_per_instance_mib', label: 'RSS per live instance, 100 alive', unit: 'MiB', target: 2, lower: true },
+  { key: 'kill_latency_ms', label: 'kill latency past a 100 ms wall budget', unit: 'ms', target: 5, lower: true },
+  { key: 'compute_ms', label: 'compute workload (`bench/workloads/compute.js`)', unit: 'ms' },
+  { key: 'fuel_per_ms', label: 'fuel per ms of compute', unit: '' },
+];
+
+function parseArgs(argv) {
+  let out = join(root, 'BENCHMARKS.md');
+  const files = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--out' && argv[i + 1]) out = argv[++i];
+    else if (argv[i].startsWith('-')) usage();
+    else files.push(argv[i]);
+  }
+  if (files.length === 0) usage();
+  return { out, files };
+}
+
+function usage() {
+  console.error('usage: node bench/report.mjs [--out PATH] <json files...>');
+  process.exit(2);
+}
+
+function load(files) {
+  const results = {};
+  for (const file of files) {
+    const text = readFileSync(file, 'utf8').trim();
+    const value = JSON.parse(text.split('\n').at(-1));
+    results[value.peer ?? 'codemode'] = { ...value, file };
+  }
+  return results;
+}
+
+const isNumber = (v) => typeof v === 'number' && Number.isFinite(v);
+
+function fmt(value) {
+  if (!isNumber(value)) return 'n/a';
+  const abs = Math.abs(value);
+  const digits = abs >= 1000 ? 0 : abs >= 10 ? 1 : abs >= 1 ? 2 : 3;
+  return value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+function command(file, args) {
+  try {
+    return execFileSync(file, args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return 'unavailable';
+  }
+}
+
+function machine() {
+  let cpu = os.cpus()[0]?.model ?? 'unknown';
+  try {
+    const line = readFileSync('/proc/cpuinfo', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('model name'));
+    if (line) cpu = line.split(':').slice(1).join(':').trim();
+  } catch {
+    // Not Linux: keep what Node reports.
+  }
+  return {
+    cpu,
+    cores: os.availableParallelism(),
+    memory: `${(os.totalmem() / 1024 ** 3).toFixed(1)} GiB`,
+    kernel: `${os.type()} ${os.release()}`,
+    rustc: command('rustc', ['--version']),
+    node: process.version,
+  };
+}
+
+function gitRevision() {
+  const head = command('git', ['rev-parse', '--short', 'HEAD']);
+  const dirty = command('git', ['status', '--porcelain', '--untracked-files=no']);
+  return dirty && dirty !== 'unavailable' ? `${head} (with uncommitted changes)` : head;
+}
+
+function verdict(ok) {
+  return ok === undefined ? '' : ok ? 'met' : 'missed';
+}
+
+function targetCell(row) {
+  if (row.target === undefined) return row.key === 'compute_ms' ? '≤ 2× native Boa' : '—';
+  return `${row.lower ? '≤' : '≥'} ${row.target.toLocaleString('en-US')} ${row.unit}`.trim();
+}
+
+// The compute target is relative to native Boa, the others are absolute; undefined when either
+// side is missing, so that an absent measurement is never reported as a miss.
+function targetMet(row, results) {
+  const value = results.codemode?.[row.key];
+  if (row.key === 'compute_ms') {
+    const native = results['boa-native']?.compute_ms;
+    return isNumber(value) && isNumber(native) ? value <= 2 * native : undefined;
+  }
+  if (row.target === undefined || !isNumber(value)) return undefined;
+  return row.lower ? value <= row.target : value >= row.target;
+}
+
+// Peer time ÷ codemode time: above 1 codemode is that many times faster.
+function ratioCell(codemode, peer) {
+  if (!isNumber(codemode) || !isNumber(peer) || codemode <= 0) return 'n/a';
+  const r = peer / codemode;
+  return r >= 1 ? `codemode ${fmt(r)}× faster` : `codemode ${fmt(1 / r)}× slower`;
+}
+
+function render(results) {
+  const m = machine();
+  const present = SYSTEMS.filter((s) => results[s.id]);
+  const lines = [];
+  lines.push('# Benchmarks', '');
+  lines.push(
+    `Produced by \`bench/run-all.sh\` on ${new Date().toISOString()} at revision ${gitRevision()}. ` +
+      'Every number was measured on the machine below in that one invocation; nothing is estimated ' +
+      'or carried over. Re-run the script to refresh this file.',
+    '',
+  );
+  lines.push('Sources (one JSON object each):', '');
+  for (const s of present) {
+    const file = relative(root, results[s.id].file);
+    lines.push(`- ${s.title}: \`${file.startsWith('..') ? results[s.id].file : file}\``);
+  }
+  lines.push('', '## Machine', '');
+  lines.push('| | |', '| --- | --- |');
+  lines.push(`| CPU | ${m.cpu} |`);
+  lines.push(`| cores | ${m.cores} |`);
+  lines.push(`| memory | ${m.memory} |`);
+  lines.push(`| kernel | ${m.kernel} |`);
+  lines.push(`| rustc | ${m.rustc} |`);
+  lines.push(`| node | ${m.node} |`);
+  lines.push('', '## Results', '');
+  lines.push(
+    'Lower is better except runs per second. "n/a" means the system has no such measurement ' +
+      '(see the notes below for why). The last column checks codemode against its design target.',
+    '',
+  );
+  const header = ['workload', 'target', ...present.map((s) => s.title), 'codemode vs target'];
+  lines.push(`| ${header.join(' | ')} |`);
+  lines.push(`| ${header.map((_, i) => (i < 2 ? '---' : '---:')).join(' | ')} |`);
+  for (const row of ROWS) {
+    const unit = row.unit ? ` (${row.unit})` : '';
+    const cells = present.map((s) => fmt(results[s.id][row.key]));
+    lines.push(`| ${row.label}${unit} | ${targetCell(row)} | ${cells.join(' | ')} | ${verdict(targetMet(row, results))} |`);
+  }
+
+  const codemode = results.codemode;
+  const peers = present.filter((s) => s.id !== 'codemode');
+  if (codemode && peers.length > 0) {
+    lines.push('', '## Ratios', '');
+    lines.push('Peer time divided by codemode time, from the table above.', '');
+    lines.push('| peer | fresh run p50 | compute |', '| --- | ---: | ---: |');
+    for (const s of peers) {
+      const p = results[s.id];
+      lines.push(
+        `| ${s.title} | ${ratioCell(codemode.fresh_run_p50_us, p.fresh_run_p50_us)} | ${ratioCell(codemode.compute_ms, p.compute_ms)} |`,
+      );
+    }
+    const node = results['node-worker_threads'];
+    if (node && isNumber(codemode.fresh_run_p50_us) && isNumber(node.fresh_run_p50_us)) {
+      const r = node.fresh_run_p50_us / codemode.fresh_run_p50_us;
+      lines.push('', `Design target: a fresh run at least 100× faster than a Node worker: ${fmt(r)}×, ${verdict(r >= 100)}.`);
+    }
+  }
+
+  const study = codemode?.interruption;
+  if (study && typeof study === 'object') {
+    lines.push('', '## Interruption schemes', '');
+    lines.push(
+      'The compute workload under each way of interrupting a running guest (wasmtime fuel, ' +
+        'epoch deadlines, both, neither); overhead is relative to no interruption.',
+      '',
+    );
+    lines.push('| scheme | compute (ms) | overhead |', '| --- | ---: | ---: |');
+    const none = study.none_ms;
+    for (const [scheme, key] of [['none', 'none_ms'], ['fuel', 'fuel_ms'], ['epoch', 'epoch_ms'], ['fuel + epoch', 'both_ms']]) {
+      const v = study[key];
+      const overhead = isNumber(v) && isNumber(none) && none > 0 ? `${((v / none - 1) * 100).toFixed(1)} %` : 'n/a';
+      lines.push(`| ${scheme} | ${fmt(v)} | ${key === 'none_ms' ? '—' : overhead} |`);
+    }
+  }
+
+  if (codemode?.fresh_run_split_us) {
+    const split = codemode.fresh_run_split_us;
+    lines.push(
+      '',
+      `codemode's fresh run, mean split: strip ${fmt(split.strip)} µs, instantiate ${fmt(split.instantiate)} µs, ` +
+        `evaluate ${fmt(split.eval)} µs.`,
+    );
+  }
+
+  lines.push('', '## How each system was measured', '');
+  if (codemode) {
+    lines.push('- codemode: `codemode bench --json`, in process, a fresh wasm instance of the Boa guest per run.');
+  }
+  for (const s of peers) {
+    const notes = results[s.id].notes;
+    lines.push(`- ${s.title}: ${notes ? notes : 'no notes given.'}`);
+  }
+  lines.push(
+    '',
+    'Every system runs the same program text, wrapped as the body of an async function. ' +
+      'The peers are `bench/node-worker-peer.mjs`, `bench/quickjs-wasm-peer.mjs` and `bench/native-boa`.',
+    '',
+  );
+  return lines.join('\n');
+}
+
+const { out, files } = parseArgs(process.argv.slice(2));
+const results = load(files);
+writeFileSync(out, render(results));
+console.error(`wrote ${relative(process.cwd(), out) || out}`);
