@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use boa_engine::builtins::promise::ResolvingFunctions;
-use boa_engine::object::builtins::JsPromise;
+use boa_engine::object::builtins::{JsFunction, JsPromise};
 use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::{js_string, Context, JsError, JsResult, JsString, JsValue, NativeFunction};
 
@@ -42,31 +42,27 @@ pub fn any_in_flight() -> bool {
     CALLS.with_borrow(|calls| !calls.pending.is_empty())
 }
 
-/// `host.binding(global, name, errorClass, bindingError)`: the function a namespace exposes as
-/// `name`.
-pub fn make_binding(_: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
-    let text = |i: usize| {
-        args.get(i)
-            .and_then(JsValue::as_string)
-            .map(|s| s.to_std_string_lossy())
-            .unwrap_or_default()
-    };
-    let (global, name) = (text(0), text(1));
-    let error_class = args.get(2).cloned().unwrap_or_default();
-    let make_error = args.get(3).cloned().unwrap_or_default();
-    let function_name = JsString::from(name.as_str());
-    let function = FunctionObjectBuilder::new(
+/// The function a namespace exposes as `name`. `error_class` is the prelude's
+/// `{ ctor, member }` for namespaces with an error class (else undefined) and `make_error` its
+/// `bindingError`.
+pub fn binding_function(
+    global: &str,
+    name: &str,
+    error_class: JsValue,
+    make_error: JsValue,
+    context: &mut Context,
+) -> JsFunction {
+    FunctionObjectBuilder::new(
         context.realm(),
         NativeFunction::from_copy_closure_with_captures(
             call_binding,
-            (global, name, error_class, make_error),
+            (global.to_owned(), name.to_owned(), error_class, make_error),
         ),
     )
-    .name(function_name)
+    .name(JsString::from(name))
     .length(1)
     .constructor(false)
-    .build();
-    Ok(function.into())
+    .build()
 }
 
 type Captures = (String, String, JsValue, JsValue);

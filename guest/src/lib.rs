@@ -24,7 +24,8 @@ use std::path::Path;
 use std::rc::Rc;
 
 use boa_engine::object::builtins::JsArray;
-use boa_engine::object::ObjectInitializer;
+use boa_engine::object::{IntegrityLevel, ObjectInitializer};
+use boa_engine::property::PropertyDescriptor;
 use boa_engine::{
     js_string, Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue,
     NativeFunction, Source,
@@ -42,9 +43,16 @@ const PRELUDE: &str = include_str!("prelude.js");
 /// line N of the program is line N + 1 of the script.
 const PROGRAM_PATH: &str = "program";
 
-struct Hooks {
+/// The prelude's entry points, looked up once when the context is built (so, with
+/// pre-initialisation, never during a run).
+struct Prelude {
+    start: JsObject,
     fire_timer: JsObject,
     fail: JsObject,
+    make_error_class: JsObject,
+    /// `bindingError(errorClass, memberName, message)`, handed to every binding.
+    binding_error: JsValue,
+    console: JsValue,
 }
 
 /// What the natives called by the prelude record; kept apart from the context so that they can
@@ -58,8 +66,8 @@ struct Book {
 thread_local! {
     /// A context with the prelude installed, made by `cm_init` when the module is
     /// pre-initialised (the host snapshots the module right after it), or by `cm_run` otherwise.
-    static PREPARED: RefCell<Option<(Context, JsObject)>> = const { RefCell::new(None) };
-    static CONTEXT: RefCell<Option<(Context, Hooks)>> = const { RefCell::new(None) };
+    static PREPARED: RefCell<Option<(Context, Prelude)>> = const { RefCell::new(None) };
+    static CONTEXT: RefCell<Option<(Context, Prelude)>> = const { RefCell::new(None) };
     static BOOK: RefCell<Book> = RefCell::new(Book::default());
 }
 
@@ -150,7 +158,7 @@ fn native_done(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsVal
 
 /// Renders an error that escaped the prelude's own handlers (a limit Boa enforces, or a
 /// failure while installing), and ends the run with it.
-fn fail_uncaught(error: JsError, context: &mut Context, hooks: Option<&Hooks>) {
+fn fail_uncaught(error: JsError, context: &mut Context, hooks: Option<&Prelude>) {
     match (error.into_opaque(context), hooks) {
         (Ok(value), Some(hooks)) => {
             let _ = hooks.fail.call(&JsValue::undefined(), &[value], context);
@@ -183,7 +191,7 @@ fn fail_uncaught(error: JsError, context: &mut Context, hooks: Option<&Hooks>) {
     });
 }
 
-fn drain(context: &mut Context, hooks: &Hooks) -> u32 {
+fn drain(context: &mut Context, hooks: &Prelude) -> u32 {
     if let Err(error) = context.run_jobs() {
         fail_uncaught(error, context, Some(hooks));
     }
@@ -213,11 +221,6 @@ fn host_object(context: &mut Context) -> JsObject {
         NativeFunction::from_fn_ptr(native_log),
         js_string!("log"),
         1,
-    )
-    .function(
-        NativeFunction::from_fn_ptr(calls::make_binding),
-        js_string!("binding"),
-        4,
     )
     .function(
         NativeFunction::from_fn_ptr(native_snapshot),
@@ -253,40 +256,70 @@ fn get_fn(object: &JsObject, name: &str, context: &mut Context) -> JsResult<JsOb
         })
 }
 
-fn namespace_descriptors(boot: &frames::Boot, context: &mut Context) -> JsResult<JsValue> {
-    let mut out = Vec::with_capacity(boot.namespaces.len());
+/// Builds the program's parameters: one frozen, null-prototype namespace object per binding
+/// namespace, then the injected error classes, then `console`.
+fn install(
+    boot: &frames::Boot,
+    prelude: &Prelude,
+    context: &mut Context,
+) -> JsResult<(Vec<String>, Vec<JsValue>)> {
+    let mut params = Vec::with_capacity(boot.namespaces.len() + 1);
+    let mut values = Vec::with_capacity(boot.namespaces.len() + 1);
+    let mut classes = Vec::new();
     for ns in &boot.namespaces {
-        let names: Vec<JsValue> = ns
-            .names
-            .iter()
-            .map(|n| JsValue::from(JsString::from(n.as_str())))
-            .collect();
-        let names = JsArray::from_iter(names, context);
-        let descriptor = JsObject::with_object_proto(context.intrinsics());
-        descriptor.set(
-            js_string!("global"),
-            JsString::from(ns.global.as_str()),
-            false,
-            context,
-        )?;
-        descriptor.set(js_string!("names"), names, false, context)?;
-        if let Some((class, member)) = &ns.error_class {
-            let pair = JsArray::from_iter(
-                [
-                    JsValue::from(JsString::from(class.as_str())),
-                    JsValue::from(JsString::from(member.as_str())),
-                ],
+        let error_class = match &ns.error_class {
+            Some((class, member)) => {
+                let made = prelude.make_error_class.call(
+                    &JsValue::undefined(),
+                    &[
+                        JsString::from(class.as_str()).into(),
+                        JsString::from(member.as_str()).into(),
+                    ],
+                    context,
+                )?;
+                let ctor = match made.as_object() {
+                    Some(made) => made.get(js_string!("ctor"), context)?,
+                    None => JsValue::undefined(),
+                };
+                classes.push((class.clone(), ctor));
+                made
+            }
+            None => JsValue::undefined(),
+        };
+        let namespace = JsObject::with_null_proto();
+        for name in &ns.names {
+            let function = calls::binding_function(
+                &ns.global,
+                name,
+                error_class.clone(),
+                prelude.binding_error.clone(),
                 context,
             );
-            descriptor.set(js_string!("errorClass"), pair, false, context)?;
+            namespace.define_property_or_throw(
+                JsString::from(name.as_str()),
+                PropertyDescriptor::builder()
+                    .value(function)
+                    .writable(false)
+                    .enumerable(true)
+                    .configurable(false),
+                context,
+            )?;
         }
-        out.push(JsValue::from(descriptor));
+        namespace.set_integrity_level(IntegrityLevel::Frozen, context)?;
+        params.push(ns.global.clone());
+        values.push(namespace.into());
     }
-    Ok(JsArray::from_iter(out, context).into())
+    for (class, ctor) in classes {
+        params.push(class);
+        values.push(ctor);
+    }
+    params.push("console".to_owned());
+    values.push(prelude.console.clone());
+    Ok((params, values))
 }
 
 /// Builds the context and the prelude. Everything here is the same for every run.
-fn new_context() -> JsResult<(Context, JsObject)> {
+fn new_context() -> JsResult<(Context, Prelude)> {
     let mut context = Context::builder()
         .job_executor(Rc::new(jobs::Queue::default()))
         .build()?;
@@ -296,39 +329,24 @@ fn new_context() -> JsResult<(Context, JsObject)> {
         JsError::from(JsNativeError::typ().with_message("prelude is not a function"))
     })?;
     let host = host_object(&mut context);
-    let prelude = init.call(&JsValue::undefined(), &[host.into()], &mut context)?;
-    let prelude = prelude.as_object().ok_or_else(|| {
+    let api = init.call(&JsValue::undefined(), &[host.into()], &mut context)?;
+    let api = api.as_object().ok_or_else(|| {
         JsError::from(JsNativeError::typ().with_message("prelude returned no API"))
     })?;
+    let prelude = Prelude {
+        start: get_fn(&api, "start", &mut context)?,
+        fire_timer: get_fn(&api, "fireTimer", &mut context)?,
+        fail: get_fn(&api, "fail", &mut context)?,
+        make_error_class: get_fn(&api, "makeErrorClass", &mut context)?,
+        binding_error: get_fn(&api, "bindingError", &mut context)?.into(),
+        console: api.get(js_string!("console"), &mut context)?,
+    };
     Ok((context, prelude))
 }
 
-fn start(boot: &frames::Boot, context: &mut Context, prelude: &JsObject) -> JsResult<Hooks> {
-    let hooks = Hooks {
-        fire_timer: get_fn(prelude, "fireTimer", context)?,
-        fail: get_fn(prelude, "fail", context)?,
-    };
-    let install = get_fn(prelude, "install", context)?;
-    let descriptors = namespace_descriptors(boot, context)?;
-    let installed = install.call(&JsValue::undefined(), &[descriptors], context)?;
-    let installed = installed.as_object().ok_or_else(|| {
-        JsError::from(JsNativeError::typ().with_message("install returned nothing"))
-    })?;
-    let params = installed.get(js_string!("params"), context)?;
-    let values = installed.get(js_string!("values"), context)?;
-    let params = params
-        .as_object()
-        .ok_or_else(|| JsError::from(JsNativeError::typ().with_message("no params")))?;
-    let count = params.get(js_string!("length"), context)?.to_u32(context)?;
-    let mut names = Vec::with_capacity(count as usize);
-    for i in 0..count {
-        names.push(
-            params
-                .get(i, context)?
-                .to_string(context)?
-                .to_std_string_lossy(),
-        );
-    }
+/// Installs the namespaces, compiles the program as the body of an async function and starts it.
+fn start(boot: &frames::Boot, context: &mut Context, prelude: &Prelude) -> JsResult<()> {
+    let (names, values) = install(boot, prelude, context)?;
     // Parameter names were checked as portable identifiers by the host before the run.
     let source = format!(
         "(async function ({}) {{'use strict';\n{}\n}})",
@@ -339,18 +357,18 @@ fn start(boot: &frames::Boot, context: &mut Context, prelude: &JsObject) -> JsRe
         context.eval(Source::from_bytes(source.as_bytes()).with_path(Path::new(PROGRAM_PATH)));
     match compiled {
         Ok(main) => {
-            let start = get_fn(prelude, "start", context)?;
             // The function's own source text is the script minus its enclosing parentheses.
             let expected = source.encode_utf16().count().saturating_sub(2);
-            start.call(
+            let values = JsArray::from_iter(values, context);
+            prelude.start.call(
                 &JsValue::undefined(),
-                &[main, values, JsValue::from(expected as f64)],
+                &[main, values.into(), JsValue::from(expected as f64)],
                 context,
             )?;
         }
         Err(error) => report_compile_error(error, context),
     }
-    Ok(hooks)
+    Ok(())
 }
 
 /// A syntax error in the program (one the host's TypeScript pass did not already catch).
@@ -418,15 +436,12 @@ pub extern "C" fn cm_run() -> u32 {
             return STATUS_DONE;
         }
     };
-    let hooks = match start(&boot, &mut context, &prelude) {
-        Ok(hooks) => hooks,
-        Err(error) => {
-            fail_uncaught(error, &mut context, None);
-            return STATUS_DONE;
-        }
-    };
-    let status = drain(&mut context, &hooks);
-    CONTEXT.with_borrow_mut(|slot| *slot = Some((context, hooks)));
+    if let Err(error) = start(&boot, &mut context, &prelude) {
+        fail_uncaught(error, &mut context, None);
+        return STATUS_DONE;
+    }
+    let status = drain(&mut context, &prelude);
+    CONTEXT.with_borrow_mut(|slot| *slot = Some((context, prelude)));
     status
 }
 
@@ -441,7 +456,7 @@ pub extern "C" fn cm_deliver(len: u32) -> u32 {
     let outcome = match frames::decode_delivery(&bytes) {
         Some(Delivery::Resolved { id, json }) => {
             let value = json_in::parse(&json, context)
-                .ok_or_else(|| js_string!("binding resolution must be lossless JSON"));
+                .ok_or(js_string!("binding resolution must be lossless JSON"));
             calls::settle(id, value, context)
         }
         Some(Delivery::Rejected { id, message }) => {

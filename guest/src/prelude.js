@@ -58,7 +58,6 @@
   const promiseProto = PromiseCtor.prototype;
   const stackGetter = (getOwn(ErrorProto, 'stack') || {}).get;
   const hostLog = host.log;
-  const hostBinding = host.binding;
   const hostTimerStart = host.timerStart;
   const hostTimerCancel = host.timerCancel;
   const hostDone = host.done;
@@ -414,42 +413,8 @@
   }
 
   // ---- Program lifecycle ----------------------------------------------------------------------------
-  // `namespaces`: [{ global, names: [..], errorClass: [name, member] | undefined }].
-  // Returns the parameter names and values the program function is called with.
-  function install(namespaces) {
-    const params = [];
-    const values = [];
-    let n = 0;
-    const classes = [];
-    for (let i = 0; i < namespaces.length; i += 1) {
-      const d = namespaces[i];
-      let errorClass;
-      if (d.errorClass !== undefined) {
-        errorClass = makeErrorClass(d.errorClass[0], d.errorClass[1]);
-        classes[classes.length] = [d.errorClass[0], errorClass.ctor];
-      }
-      const ns = create(null);
-      for (let j = 0; j < d.names.length; j += 1) {
-        defineProperty(ns, d.names[j], {
-          value: hostBinding(d.global, d.names[j], errorClass, bindingError),
-          enumerable: true,
-        });
-      }
-      freeze(ns);
-      defineProperty(params, n, { value: d.global, writable: true, enumerable: true, configurable: true });
-      defineProperty(values, n, { value: ns, writable: true, enumerable: true, configurable: true });
-      n += 1;
-    }
-    for (let i = 0; i < classes.length; i += 1) {
-      defineProperty(params, n, { value: classes[i][0], writable: true, enumerable: true, configurable: true });
-      defineProperty(values, n, { value: classes[i][1], writable: true, enumerable: true, configurable: true });
-      n += 1;
-    }
-    defineProperty(params, n, { value: 'console', writable: true, enumerable: true, configurable: true });
-    defineProperty(values, n, { value: consoleShim, writable: true, enumerable: true, configurable: true });
-    return { params, values };
-  }
-
+  // The namespaces, error classes and `console` are installed natively (guest/src/lib.rs,
+  // `install`) with `makeErrorClass` and `bindingError` from above.
   function complete(value) {
     if (value === undefined) {
       hostDone(0, '', 0, 0);
@@ -485,5 +450,5 @@
     apply(promiseThen, promise, [complete, fail]);
   }
 
-  return freeze({ install, start, fireTimer, fail, inspect: formatArgs });
+  return freeze({ start, fireTimer, fail, makeErrorClass, bindingError, console: consoleShim, inspect: formatArgs });
 });

@@ -15,7 +15,7 @@ use std::cell::Cell;
 use std::collections::HashSet;
 
 use boa_engine::property::PropertyKey;
-use boa_engine::{Context, JsError, JsObject, JsResult, JsString, JsValue};
+use boa_engine::{js_string, Context, JsError, JsObject, JsResult, JsString, JsValue};
 
 use crate::json_out;
 
@@ -51,8 +51,43 @@ struct Frame {
     index: u32,
 }
 
+/// Containers on the path from the root: looked up in the frames themselves while the path is
+/// short (most arguments nest a few levels), in a hash set once it is long.
+#[derive(Default)]
+struct Path {
+    deep: Option<HashSet<JsObject>>,
+}
+
+/// Past this depth the path is indexed, so deep values cost linear rather than quadratic time.
+const SHALLOW: usize = 32;
+
+impl Path {
+    fn contains(&self, frames: &[Frame], object: &JsObject) -> bool {
+        match &self.deep {
+            Some(set) => set.contains(object),
+            None => frames.iter().any(|f| &f.object == object),
+        }
+    }
+
+    fn entered(&mut self, frames: &[Frame]) {
+        if let Some(set) = &mut self.deep {
+            if let Some(frame) = frames.last() {
+                set.insert(frame.object.clone());
+            }
+        } else if frames.len() > SHALLOW {
+            self.deep = Some(frames.iter().map(|f| f.object.clone()).collect());
+        }
+    }
+
+    fn left(&mut self, object: &JsObject) {
+        if let Some(set) = &mut self.deep {
+            set.remove(object);
+        }
+    }
+}
+
 fn walk(root: JsValue, context: &mut Context) -> Result<bool, JsError> {
-    let mut on_path: HashSet<JsObject> = HashSet::new();
+    let mut on_path = Path::default();
     let mut frames: Vec<Frame> = Vec::new();
     let mut pending = root;
     loop {
@@ -63,15 +98,15 @@ fn walk(root: JsValue, context: &mut Context) -> Result<bool, JsError> {
                 }
             }
             Some(object) => {
-                if on_path.contains(&object) {
+                if on_path.contains(&frames, &object) {
                     return Ok(false);
                 }
                 let Some(frame) = open(&object, context)? else {
                     return Ok(false);
                 };
                 json_out::raw_bytes(if frame.is_array { b"[" } else { b"{" });
-                on_path.insert(object);
                 frames.push(frame);
+                on_path.entered(&frames);
             }
         }
         // Find the next slot to read, closing finished containers.
@@ -109,7 +144,7 @@ fn walk(root: JsValue, context: &mut Context) -> Result<bool, JsError> {
                 json_out::raw_bytes(b"}");
             }
             if let Some(done) = frames.pop() {
-                on_path.remove(&done.object);
+                on_path.left(&done.object);
             }
         }
         match next {
@@ -144,7 +179,7 @@ fn array_length(object: &JsObject) -> Option<u32> {
     let length = object
         .borrow()
         .properties()
-        .get(&PropertyKey::from(JsString::from("length")))?;
+        .get(&PropertyKey::from(js_string!("length")))?;
     let n = length.value()?.as_number()?;
     (n >= 0.0 && n <= f64::from(u32::MAX) && n.fract() == 0.0).then_some(n as u32)
 }
@@ -173,7 +208,7 @@ fn open(object: &JsObject, context: &mut Context) -> JsResult<Option<Frame>> {
         for key in &keys {
             let fits = match key {
                 PropertyKey::Index(i) => i.get() < length,
-                PropertyKey::String(s) => s == &JsString::from("length"),
+                PropertyKey::String(s) => s == &js_string!("length"),
                 PropertyKey::Symbol(_) => false,
             };
             if !fits {
