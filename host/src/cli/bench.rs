@@ -281,7 +281,20 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
 }
 
 pub async fn bench(args: BenchArgs) -> u8 {
-    let report = match measure(&args).await {
+    // Measured on a runtime worker, as an embedding host's request handler would run, not on
+    // the thread blocked in `block_on` (every wake-up of which is a cross-thread unpark).
+    let (interruption, runs) = (args.interruption, args.runs);
+    let measured = tokio::spawn(async move {
+        measure(&BenchArgs {
+            json: true,
+            interruption,
+            runs,
+        })
+        .await
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("the measuring task failed: {e}")));
+    let report = match measured {
         Ok(report) => report,
         Err(message) => {
             eprintln!("codemode bench: {message}");

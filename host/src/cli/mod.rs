@@ -110,7 +110,14 @@ pub fn main() -> ExitCode {
         }
     };
     let code = match cli.command {
-        Command::Run(args) => runtime.block_on(run::run(args)),
+        // On a runtime worker rather than the thread blocked in `block_on`, so that waking the
+        // run (a tool finishing, a timer) is not a cross-thread unpark.
+        Command::Run(args) => runtime.block_on(async {
+            tokio::spawn(run::run(args)).await.unwrap_or_else(|error| {
+                eprintln!("codemode: the run failed inside the host: {error}");
+                EXIT_PROGRAM_FAILED
+            })
+        }),
         Command::Sdk(args) => sdk::sdk(&args),
         Command::Bench(args) => runtime.block_on(bench::bench(args)),
     };
