@@ -211,7 +211,7 @@ fn cache_dir() -> Option<PathBuf> {
 }
 
 /// Bumped whenever what is cached changes meaning (now: the pre-initialised guest).
-const CACHE_FORMAT: &str = "preinit-1";
+const CACHE_FORMAT: &str = "preinit-2";
 
 fn cache_path(engine: &Engine) -> Option<PathBuf> {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -225,50 +225,116 @@ fn cache_path(engine: &Engine) -> Option<PathBuf> {
     cache_dir().map(|d| d.join(key))
 }
 
-/// Trailer appended to a cache entry: payload length and CRC-32, little-endian.
-const TRAILER: usize = 12;
+/// A cache entry is two files: `<key>.cwasm`, exactly what `Module::serialize` wrote, so that
+/// it can be memory-mapped rather than read and copied (13 MB: copying it was most of a CLI
+/// run's time), and `<key>.cwasm.sum`, its length and CRC-32 (little-endian), written after it.
+const SUM_LEN: usize = 12;
+
+fn sum_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".sum");
+    PathBuf::from(name)
+}
 
 fn checksum(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
 }
 
+/// Length and CRC-32 of a file, read through a shared mapping of the page cache (no copy).
+fn file_sum(path: &Path) -> Option<(u64, u32)> {
+    let file = std::fs::File::open(path).ok()?;
+    // SAFETY: the mapping is read-only and dropped before returning. codemode only ever
+    // replaces cache entries by rename, never writes or truncates them in place, so the mapped
+    // file does not change while it is read. (A foreign process truncating a file in our cache
+    // directory could make this read fault; writing in place could only give a mismatch.)
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    Some((map.len() as u64, checksum(&map)))
+}
+
 fn read_cached(engine: &Engine, path: &Path) -> Option<Module> {
-    let bytes = std::fs::read(path).ok()?;
-    if bytes.len() < TRAILER {
+    let sum = std::fs::read(sum_path(path)).ok()?;
+    if sum.len() != SUM_LEN {
         return None;
     }
-    let (payload, trailer) = bytes.split_at(bytes.len() - TRAILER);
-    let len = u64::from_le_bytes(trailer[..8].try_into().ok()?);
-    let sum = u32::from_le_bytes(trailer[8..].try_into().ok()?);
-    if len != payload.len() as u64 || sum != checksum(payload) {
+    let len = u64::from_le_bytes(sum[..8].try_into().ok()?);
+    let crc = u32::from_le_bytes(sum[8..].try_into().ok()?);
+    if file_sum(path)? != (len, crc) {
         return None;
     }
-    // SAFETY: `deserialize` trusts its input to be machine code wasmtime produced. This entry
-    // was written by `write_cached` below from `Module::serialize` of this very engine
-    // configuration (the file name carries the configuration hash and the guest hash), and its
-    // length and checksum were verified just above, so it is byte for byte what wasmtime wrote.
-    // wasmtime additionally checks its own header and version and refuses a mismatch.
-    unsafe { Module::deserialize(engine, payload).ok() }
+    // SAFETY: `deserialize_file` trusts the file to be machine code wasmtime produced, and to
+    // stay unchanged while mapped. This entry was written by `write_cached` below from
+    // `Module::serialize` of this very engine configuration (the file name carries the
+    // configuration hash and the guest hash) and its length and checksum were verified just
+    // above, so it is byte for byte what wasmtime wrote; entries are only ever replaced by
+    // rename, never rewritten in place, so a mapped entry does not change under us. wasmtime
+    // additionally checks its own header and version and refuses a mismatch.
+    unsafe { Module::deserialize_file(engine, path).ok() }
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so a reader sees either the
+/// old file or the whole new one.
+fn replace_file(path: &Path, bytes: &[u8]) -> bool {
+    let Some(dir) = path.parent() else {
+        return false;
+    };
+    let tmp = dir.join(format!(".{}.{}.tmp", std::process::id(), checksum(bytes)));
+    if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_ok() {
+        return true;
+    }
+    let _ = std::fs::remove_file(&tmp);
+    false
 }
 
 fn write_cached(module: &Module, path: &Path) {
-    let Ok(mut payload) = module.serialize() else {
+    let Ok(payload) = module.serialize() else {
         return;
     };
-    let len = payload.len() as u64;
-    let sum = checksum(&payload);
-    payload.extend_from_slice(&len.to_le_bytes());
-    payload.extend_from_slice(&sum.to_le_bytes());
     let Some(dir) = path.parent() else {
         return;
     };
     if std::fs::create_dir_all(dir).is_err() {
         return;
     }
-    // Write then rename, so a reader never sees half an entry.
-    let tmp = dir.join(format!(".{}.{}.tmp", std::process::id(), len));
-    if std::fs::write(&tmp, &payload).is_ok() && std::fs::rename(&tmp, path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    let mut sum = Vec::with_capacity(SUM_LEN);
+    sum.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    sum.extend_from_slice(&checksum(&payload).to_le_bytes());
+    // The module first: a sum that names a module not yet in place only causes a rebuild.
+    if replace_file(path, &payload) {
+        replace_file(&sum_path(path), &sum);
+    }
+    prune(dir, path);
+}
+
+/// Entries untouched this long belong to guests or engines no longer in use.
+const STALE_AFTER: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// Removes stale entries (and temporary files abandoned by crashed writers), so the cache does
+/// not grow by a module for every guest ever built. An entry still in use by another version
+/// is at worst compiled again.
+fn prune(dir: &Path, keep: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let keep_sum = sum_path(keep);
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = (name.starts_with("guest-")
+            && (name.ends_with(".cwasm") || name.ends_with(".cwasm.sum")))
+            || (name.starts_with('.') && name.ends_with(".tmp"));
+        if !ours || path == keep || path == keep_sum {
+            continue;
+        }
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > STALE_AFTER);
+        if stale {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 
@@ -333,6 +399,38 @@ mod tests {
         assert!(read_cached(&shared.engine, &path).is_none());
         std::fs::write(&path, &bytes[..100]).unwrap();
         assert!(read_cached(&shared.engine, &path).is_none());
+        // A module without its sum is not trusted either.
+        write_cached(&shared.module, &path);
+        assert!(read_cached(&shared.engine, &path).is_some());
+        std::fs::remove_file(sum_path(&path)).unwrap();
+        assert!(read_cached(&shared.engine, &path).is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn writing_an_entry_prunes_stale_ones_only() {
+        let shared = shared().expect("engine");
+        let dir = std::env::temp_dir().join(format!("codemode-prune-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let old = dir.join("guest-0000-0000.cwasm");
+        let recent = dir.join("guest-1111-1111.cwasm");
+        let foreign = dir.join("notes.txt");
+        for p in [&old, &recent, &foreign] {
+            std::fs::write(p, b"x").unwrap();
+        }
+        let long_ago = std::time::SystemTime::now() - STALE_AFTER - Duration::from_secs(60);
+        for p in [&old, &foreign] {
+            let f = std::fs::File::options().write(true).open(p).unwrap();
+            f.set_modified(long_ago).unwrap();
+        }
+        write_cached(&shared.module, &dir.join("entry.cwasm"));
+        assert!(!old.exists(), "a stale entry is removed");
+        assert!(recent.exists(), "a recent entry is kept");
+        assert!(
+            foreign.exists(),
+            "files that are not cache entries are never touched"
+        );
+        assert!(read_cached(&shared.engine, &dir.join("entry.cwasm")).is_some());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
