@@ -84,8 +84,10 @@ fn call_binding(
         )?;
         return Ok(JsPromise::reject(JsError::from_opaque(error), context)?.into());
     }
+    // Ids strictly increase; the host refuses any other, so the (unreachable within any
+    // budget) last id saturates rather than wrapping.
     let id = CALLS.with_borrow_mut(|calls| {
-        calls.next_id += 1;
+        calls.next_id = calls.next_id.saturating_add(1);
         calls.next_id
     });
     let frame = json_out::with_frame(|json| {
