@@ -282,3 +282,27 @@ async fn a_resolution_landing_after_the_run_settled_is_dropped() {
         codemode_runtime::code::CallOutcome::Abandoned
     );
 }
+
+/// `#[tokio::test]` runs on one thread: the hot loop must yield to the runtime (fuel yields and
+/// epoch ticks), or the short run could not finish before the loop's budget ends it.
+#[tokio::test]
+async fn a_hot_loop_does_not_starve_another_run_on_the_same_thread() {
+    let rt = runtime_with(budgets(|b| b.compute_ms = 3_000));
+    let hot = run_on(&rt, "while (true) {}", vec![], None);
+    let short = run_on(
+        &rt,
+        "await new Promise(r => setTimeout(r, 10)); return 'done';",
+        vec![],
+        None,
+    );
+    tokio::pin!(hot, short);
+    tokio::select! {
+        biased;
+        r = &mut short => {
+            assert_eq!(value(&r), json!("done"));
+            let r = hot.await;
+            assert_eq!(failure(&r, FailureKind::Timeout), "compute budget exhausted (3000ms busy)");
+        }
+        _ = &mut hot => panic!("the hot loop finished first: it starved the other run"),
+    }
+}
