@@ -287,19 +287,7 @@ async fn non_lossless_completions_are_invalid_output() {
         "return { get boom() { throw new Error('x'); } };",
         "return new Map();",
         "return { [Symbol('s')]: 1 };",
-    ] {
-        let r = run(program).await;
-        assert_eq!(
-            failure(&r, FailureKind::InvalidOutput),
-            "program completion must be lossless JSON",
-            "{program}"
-        );
-    }
-}
-
-#[tokio::test]
-async fn exotic_and_mutating_values_are_not_lossless() {
-    for program in [
+        // Exotic objects and values that change while they are read.
         "return new Proxy({}, {});",
         "return new Proxy([1], {});",
         "const o = {}; Object.defineProperty(o, 'hidden', { value: 1 }); return o;",
