@@ -1,7 +1,8 @@
 // What every peer shares with `codemode bench`: the workload programs, how a program body is
-// wrapped, the statistics and the shape of the JSON object a peer prints. Keeping these in one
-// place is what makes the columns of BENCHMARKS.md comparable.
+// wrapped, how each workload is driven and timed, the statistics and the shape of the JSON object
+// a peer prints. Keeping these in one place is what makes the columns of BENCHMARKS.md comparable.
 import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
 
 export const PROGRAMS = {
   trivial: 'return 1',
@@ -49,6 +50,117 @@ export const rssBytes = () => process.memoryUsage().rss;
 
 export function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+const HOST_TOOLS = {
+  echo: async (args) => args,
+  sleep: (args) => sleep(args.ms),
+};
+
+// A peer is measured through its own `run(body, { tools, budgetMs })`: one program in a new
+// sandbox, from creation until it is torn down, with `tools` (when given) as the host functions
+// it may call. It resolves to `{ value, wallMs }`, plus `programMs` where the program timed itself
+// because start-up jitter would swamp a per-call cost. Under `budgetMs`, a program stopped at that
+// deadline resolves to `{ killed: true, killLatencyMs }` instead; any other failure rejects.
+export async function expect(run, body, expected, options) {
+  const outcome = await run(body, options);
+  if (outcome.value !== expected) {
+    throw new Error(`expected ${expected}, got ${JSON.stringify(outcome.value)}`);
+  }
+  return outcome;
+}
+
+async function freshRuns(run, runs) {
+  await expect(run, PROGRAMS.trivial, 1);
+  const times = [];
+  for (let i = 0; i < runs; i++) times.push((await expect(run, PROGRAMS.trivial, 1)).wallMs * 1000);
+  return { p50: percentile(times, 0.5), p99: percentile(times, 0.99) };
+}
+
+async function subCall(run) {
+  const perCall = [];
+  for (let i = 0; i < 5; i++) {
+    const calls = await expect(run, PROGRAMS.echoLoop, undefined, { tools: HOST_TOOLS });
+    const empty = await expect(run, PROGRAMS.emptyLoop, undefined, { tools: HOST_TOOLS });
+    const ms = (outcome) => outcome.programMs ?? outcome.wallMs;
+    perCall.push(((ms(calls) - ms(empty)) * 1000) / ECHO_CALLS);
+  }
+  return median(perCall);
+}
+
+async function parallelSleeps(run) {
+  return (await expect(run, PROGRAMS.parallelSleeps, undefined, { tools: HOST_TOOLS })).wallMs;
+}
+
+async function runsPerSec(run, concurrency) {
+  const windowMs = 1000;
+  const started = performance.now();
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() - started < windowMs) {
+        await expect(run, PROGRAMS.trivial, 1);
+        done++;
+      }
+    }),
+  );
+  return done / ((performance.now() - started) / 1000);
+}
+
+async function rssPerInstance(run) {
+  let held = 0;
+  let release;
+  const released = new Promise((resolve) => (release = resolve));
+  const tools = {
+    hold: async () => {
+      held++;
+      await released;
+      return null;
+    },
+  };
+  await sleep(50);
+  const before = rssBytes();
+  const alive = Array.from({ length: LIVE_INSTANCES }, () => expect(run, PROGRAMS.hold, 1, { tools }));
+  while (held < LIVE_INSTANCES) await sleep(5);
+  await sleep(50);
+  const during = rssBytes();
+  release();
+  await Promise.all(alive);
+  return (during - before) / 1024 / 1024 / LIVE_INSTANCES;
+}
+
+async function killLatency(run) {
+  const latencies = [];
+  for (let i = 0; i < 5; i++) {
+    const outcome = await run(PROGRAMS.spin, { budgetMs: KILL_BUDGET_MS });
+    if (!outcome.killed) throw new Error('the endless loop finished');
+    latencies.push(outcome.killLatencyMs);
+  }
+  return median(latencies);
+}
+
+async function compute(run) {
+  const times = [];
+  for (let i = 0; i < 5; i++) times.push((await expect(run, PROGRAMS.compute, COMPUTE_EXPECTED)).wallMs);
+  return median(times);
+}
+
+// Every measured key of the report, taken in this order. `concurrency` is how many runs
+// runs_per_sec keeps in flight. `rssRun` gives the `run` the live instances are held with; it is
+// asked for only then, so that a peer can measure them in a sandbox host of their own.
+export async function measure(run, { runs, concurrency = 1, rssRun = () => run }) {
+  const fresh = await freshRuns(run, runs);
+  return {
+    runs,
+    fresh_run_p50_us: fresh.p50,
+    fresh_run_p99_us: fresh.p99,
+    sub_call_us: await subCall(run),
+    parallel_10x100ms_ms: await parallelSleeps(run),
+    runs_per_sec: await runsPerSec(run, concurrency),
+    compute_ms: await compute(run),
+    kill_latency_ms: await killLatency(run),
+    rss_per_instance_mib: await rssPerInstance(await rssRun()),
+  };
 }
 
 const KEYS = [

@@ -12,24 +12,15 @@
 import { performance } from 'node:perf_hooks';
 import { newQuickJSWASMModule } from 'quickjs-emscripten';
 import {
-  COMPUTE_EXPECTED,
-  ECHO_CALLS,
-  KILL_BUDGET_MS,
   LIVE_INSTANCES,
   PROGRAMS,
+  expect,
+  measure,
   median,
   parseRuns,
-  percentile,
   printReport,
-  rssBytes,
-  sleep,
   wrap,
 } from './peer-common.mjs';
-
-const HOST_TOOLS = {
-  echo: async (args) => args,
-  sleep: (args) => sleep(args.ms),
-};
 
 // Host values cross into the VM as fresh QuickJS values, as JSON would, so that an echo costs a
 // copy each way the way it does through codemode's bridge and a worker's structured clone.
@@ -105,7 +96,7 @@ async function settle(context, promise) {
 
 // One program from a new runtime to its disposal. `deadline` (a performance.now() time) arms the
 // interrupt handler QuickJS polls while it executes, which is how a hot loop can be stopped.
-async function run(module, body, { tools, deadline } = {}) {
+async function evaluate(module, body, tools, deadline) {
   const runtime = module.newRuntime();
   if (deadline !== undefined) runtime.setInterruptHandler(() => performance.now() >= deadline);
   const context = runtime.newContext();
@@ -132,23 +123,18 @@ async function run(module, body, { tools, deadline } = {}) {
   }
 }
 
-// Timed from before the runtime exists until after it is disposed, as a sandboxed run is.
-async function expect(module, body, expected, options) {
-  const started = performance.now();
-  const outcome = await run(module, body, options);
-  const wallMs = performance.now() - started;
-  if (outcome.error !== undefined) throw new Error(`program failed: ${JSON.stringify(outcome.error)}`);
-  if (outcome.value !== expected) {
-    throw new Error(`expected ${expected}, got ${JSON.stringify(outcome.value)}`);
-  }
-  return wallMs;
-}
-
-async function freshRuns(module, runs) {
-  await expect(module, PROGRAMS.trivial, 1);
-  const times = [];
-  for (let i = 0; i < runs; i++) times.push((await expect(module, PROGRAMS.trivial, 1)) * 1000);
-  return { p50: percentile(times, 0.5), p99: percentile(times, 0.99) };
+// Timed from before the runtime exists until after it is disposed, as a sandboxed run is. Under
+// a deadline any failure is taken as the interrupt: only the endless loop is run with one.
+function runner(module) {
+  return async (body, { tools, budgetMs } = {}) => {
+    const started = performance.now();
+    const deadline = budgetMs === undefined ? undefined : started + budgetMs;
+    const outcome = await evaluate(module, body, tools, deadline);
+    const wallMs = performance.now() - started;
+    if (outcome.error === undefined) return { value: outcome.value, wallMs };
+    if (deadline !== undefined) return { killed: true, killLatencyMs: outcome.stoppedAt - deadline };
+    throw new Error(`program failed: ${JSON.stringify(outcome.error)}`);
+  };
 }
 
 // What a new wasm module per run (codemode's own granularity) would cost instead, for the notes.
@@ -157,90 +143,22 @@ async function freshModuleP50(samples) {
   for (let i = 0; i < samples; i++) {
     const started = performance.now();
     const module = await newQuickJSWASMModule();
-    await expect(module, PROGRAMS.trivial, 1);
+    await expect(runner(module), PROGRAMS.trivial, 1);
     times.push((performance.now() - started) * 1000);
   }
   return median(times);
 }
 
-async function subCall(module) {
-  const perCall = [];
-  for (let i = 0; i < 5; i++) {
-    const calls = await expect(module, PROGRAMS.echoLoop, undefined, { tools: HOST_TOOLS });
-    const empty = await expect(module, PROGRAMS.emptyLoop, undefined, { tools: HOST_TOOLS });
-    perCall.push(((calls - empty) * 1000) / ECHO_CALLS);
-  }
-  return median(perCall);
-}
-
-async function runsPerSec(module) {
-  const windowMs = 1000;
-  const started = performance.now();
-  let done = 0;
-  while (performance.now() - started < windowMs) {
-    await expect(module, PROGRAMS.trivial, 1);
-    done++;
-  }
-  return done / ((performance.now() - started) / 1000);
-}
-
 // A module of its own, so that heap the earlier workloads grew and freed is not reused here.
-async function rssPerInstance() {
-  const module = await newQuickJSWASMModule();
-  await expect(module, PROGRAMS.trivial, 1);
-  let held = 0;
-  let release;
-  const released = new Promise((resolve) => (release = resolve));
-  const tools = {
-    hold: async () => {
-      held++;
-      await released;
-      return null;
-    },
-  };
-  await sleep(50);
-  const before = rssBytes();
-  const alive = Array.from({ length: LIVE_INSTANCES }, () => expect(module, PROGRAMS.hold, 1, { tools }));
-  while (held < LIVE_INSTANCES) await sleep(5);
-  await sleep(50);
-  const during = rssBytes();
-  release();
-  await Promise.all(alive);
-  return (during - before) / 1024 / 1024 / LIVE_INSTANCES;
-}
-
-async function killLatency(module) {
-  const latencies = [];
-  for (let i = 0; i < 5; i++) {
-    const deadline = performance.now() + KILL_BUDGET_MS;
-    const outcome = await run(module, PROGRAMS.spin, { deadline });
-    if (outcome.error === undefined) throw new Error('the endless loop finished');
-    latencies.push(outcome.stoppedAt - deadline);
-  }
-  return median(latencies);
-}
-
-async function compute(module) {
-  const times = [];
-  for (let i = 0; i < 5; i++) times.push(await expect(module, PROGRAMS.compute, COMPUTE_EXPECTED));
-  return median(times);
+async function rssRun() {
+  const run = runner(await newQuickJSWASMModule());
+  await expect(run, PROGRAMS.trivial, 1);
+  return run;
 }
 
 const runs = parseRuns(200);
-const module = await newQuickJSWASMModule();
-const fresh = await freshRuns(module, runs);
-const report = {
-  peer: 'quickjs-emscripten',
-  runs,
-  fresh_run_p50_us: fresh.p50,
-  fresh_run_p99_us: fresh.p99,
-  sub_call_us: await subCall(module),
-  parallel_10x100ms_ms: await expect(module, PROGRAMS.parallelSleeps, undefined, { tools: HOST_TOOLS }),
-  runs_per_sec: await runsPerSec(module),
-  compute_ms: await compute(module),
-  kill_latency_ms: await killLatency(module),
-  rss_per_instance_mib: await rssPerInstance(),
-};
+const run = runner(await newQuickJSWASMModule());
+const report = { peer: 'quickjs-emscripten', ...(await measure(run, { runs, rssRun })) };
 const moduleP50 = await freshModuleP50(20);
 report.notes =
   `quickjs-emscripten 0.32.0, release sync build, on Node ${process.version}. A new QuickJS ` +

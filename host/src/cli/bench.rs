@@ -305,32 +305,73 @@ pub async fn bench(args: BenchArgs) -> u8 {
         println!("{report}");
         return EXIT_OK;
     }
+    // (label, key, unit, design target): `Some((bound, true))` is an upper bound, `false` a
+    // lower one.
     let rows = [
-        ("fresh run `return 1`, p50", "fresh_run_p50_us", "µs"),
-        ("fresh run `return 1`, p99", "fresh_run_p99_us", "µs"),
-        ("first run (module load)", "first_run_ms", "ms"),
-        ("sequential echo sub-call", "sub_call_us", "µs"),
+        (
+            "fresh run `return 1`, p50",
+            "fresh_run_p50_us",
+            "µs",
+            Some((300.0, true)),
+        ),
+        ("fresh run `return 1`, p99", "fresh_run_p99_us", "µs", None),
+        ("first run (module load)", "first_run_ms", "ms", None),
+        (
+            "sequential echo sub-call",
+            "sub_call_us",
+            "µs",
+            Some((15.0, true)),
+        ),
         (
             "10 × sleep 100 ms, Promise.all",
             "parallel_10x100ms_ms",
             "ms",
+            Some((105.0, true)),
         ),
-        ("trivial runs per second", "runs_per_sec", "/s"),
+        (
+            "trivial runs per second",
+            "runs_per_sec",
+            "/s",
+            Some((4000.0, false)),
+        ),
         (
             "resident memory per live instance",
             "rss_per_instance_mib",
             "MiB",
+            Some((2.0, true)),
         ),
-        ("kill latency past a wall budget", "kill_latency_ms", "ms"),
-        ("compute workload", "compute_ms", "ms"),
-        ("fuel per ms of compute", "fuel_per_ms", ""),
-        ("guest module", "guest_module_bytes", "bytes"),
-        ("peak RSS", "peak_rss_mib", "MiB"),
+        (
+            "kill latency past a wall budget",
+            "kill_latency_ms",
+            "ms",
+            Some((5.0, true)),
+        ),
+        ("compute workload", "compute_ms", "ms", None),
+        ("fuel per ms of compute", "fuel_per_ms", "", None),
+        ("guest module", "guest_module_bytes", "bytes", None),
+        ("peak RSS", "peak_rss_mib", "MiB", None),
     ];
-    println!("{:<38} {:>14}", "workload", "measured");
-    for (label, key, unit) in rows {
+    println!(
+        "{:<36} {:>14} {:<6} {:>10}  {:>8}",
+        "workload", "measured", "", "target", "ratio"
+    );
+    for (label, key, unit, target) in rows {
         let v = report[key].as_f64().unwrap_or(f64::NAN);
-        println!("{label:<38} {v:>14.2} {unit}");
+        match target {
+            Some((bound, upper)) => {
+                let (sign, met) = if upper {
+                    ("≤", v <= bound)
+                } else {
+                    ("≥", v >= bound)
+                };
+                println!(
+                    "{label:<36} {v:>14.2} {unit:<6} {sign} {bound:>8}  {:>7.2}× {}",
+                    v / bound,
+                    if met { "met" } else { "missed" }
+                );
+            }
+            None => println!("{label:<36} {v:>14.2} {unit}"),
+        }
     }
     let split = &report["fresh_run_split_us"];
     println!(
