@@ -243,3 +243,40 @@ fn sdk_prints_the_built_in_tools_in_both_languages() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn bench_prints_one_object_with_every_workload() {
+    let out = Command::new(binary())
+        .args(["bench", "--json", "--runs", "3"])
+        .output()
+        .expect("bench");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json_of(&out);
+    for key in [
+        "fresh_run_p50_us",
+        "fresh_run_p99_us",
+        "sub_call_us",
+        "parallel_10x100ms_ms",
+        "runs_per_sec",
+        "rss_per_instance_mib",
+        "kill_latency_ms",
+        "fuel_per_ms",
+        "compute_ms",
+    ] {
+        let v = report[key].as_f64();
+        assert!(
+            v.is_some_and(|v| v.is_finite() && v >= 0.0),
+            "{key}: {:?}",
+            report[key]
+        );
+    }
+    assert!(
+        report["interruption"].is_null(),
+        "the study runs only when asked"
+    );
+}

@@ -85,39 +85,61 @@ fn holding_namespace(release: Arc<AtomicBool>) -> BindingNamespace {
 const COMPUTE_PROGRAM: &str = include_str!("../../../bench/workloads/compute.js");
 const COMPUTE_RESULT: f64 = 899_397.0;
 
-/// Median time (guest start to result, without stripping) and fuel of five compute runs.
-async fn compute_median(rt: &WasmCodeRuntime) -> Result<(Duration, u64), String> {
-    let mut samples = Vec::new();
-    for _ in 0..5 {
-        let (result, m) = rt
-            .run_measured(request(COMPUTE_PROGRAM, vec![]))
-            .await
-            .map_err(|e| e.to_string())?;
-        if let Some(e) = result.error {
-            return Err(format!(
-                "compute workload failed ({}): {}",
-                e.kind, e.message
-            ));
-        }
-        if result.value.as_ref().and_then(Value::as_f64) != Some(COMPUTE_RESULT) {
-            return Err(format!("compute workload returned {:?}", result.value));
-        }
-        samples.push((m.total.saturating_sub(m.strip), m.fuel_consumed));
+/// Samples taken of the compute workload (the median is reported).
+const COMPUTE_SAMPLES: usize = 5;
+
+/// One run of the compute workload: its time (guest start to result, without stripping) and
+/// the fuel it burned.
+async fn compute_once(rt: &WasmCodeRuntime) -> Result<(Duration, u64), String> {
+    let (result, m) = rt
+        .run_measured(request(COMPUTE_PROGRAM, vec![]))
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(e) = result.error {
+        return Err(format!(
+            "compute workload failed ({}): {}",
+            e.kind, e.message
+        ));
     }
-    samples.sort();
-    Ok(samples[samples.len() / 2])
+    if result.value.as_ref().and_then(Value::as_f64) != Some(COMPUTE_RESULT) {
+        return Err(format!("compute workload returned {:?}", result.value));
+    }
+    Ok((m.total.saturating_sub(m.strip), m.fuel_consumed))
 }
 
-/// The compute workload under each interruption scheme, each on its own engine.
+fn median<T: Ord + Copy>(mut samples: Vec<T>) -> T {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+async fn compute_median(rt: &WasmCodeRuntime) -> Result<(Duration, u64), String> {
+    let mut samples = Vec::with_capacity(COMPUTE_SAMPLES);
+    for _ in 0..COMPUTE_SAMPLES {
+        samples.push(compute_once(rt).await?);
+    }
+    Ok(median(samples))
+}
+
+/// The compute workload under each interruption scheme, each on its own engine. The schemes
+/// take turns, one run each per round, so that a slow spell of a noisy machine falls on all of
+/// them rather than on whichever was being measured.
 async fn interruption_study() -> Result<Value, String> {
-    let mut out = serde_json::Map::new();
+    let mut runtimes = Vec::new();
     for scheme in Interruption::ALL {
         let rt = WasmCodeRuntime::with_interruption(Budgets::default(), scheme)
             .map_err(|e| e.to_string())?;
         // The first run loads or compiles this scheme's module.
         measured(&rt, "return 1", vec![]).await?;
-        let (time, _) = compute_median(&rt).await?;
-        out.insert(format!("{}_ms", scheme.name()), json!(ms(time)));
+        runtimes.push((scheme, rt, Vec::with_capacity(COMPUTE_SAMPLES)));
+    }
+    for _ in 0..COMPUTE_SAMPLES {
+        for (_, rt, samples) in &mut runtimes {
+            samples.push(compute_once(rt).await?.0);
+        }
+    }
+    let mut out = serde_json::Map::new();
+    for (scheme, _, samples) in runtimes {
+        out.insert(format!("{}_ms", scheme.name()), json!(ms(median(samples))));
     }
     Ok(Value::Object(out))
 }
