@@ -214,7 +214,11 @@ function render(results) {
 
   lines.push('', '## How each system was measured', '');
   if (codemode) {
-    lines.push('- codemode: `codemode bench --json`, in process, a fresh wasm instance of the Boa guest per run.');
+    lines.push(
+      '- codemode: `codemode bench --json`, in process, a fresh wasm instance of the Boa guest per run. ' +
+        "The guest's `JSON.parse` is a native JSON parser in front of Boa's (which runs the whole " +
+        'JavaScript parser over the text); native Boa below uses Boa\'s own, which is most of its compute time.',
+    );
   }
   for (const s of peers) {
     const notes = results[s.id].notes;

@@ -581,3 +581,79 @@ async fn a_getter_calling_a_tool_during_a_snapshot_cannot_corrupt_it() {
     .await;
     assert_eq!(value(&r), json!({"a": 2, "b": [1]}));
 }
+
+#[tokio::test]
+async fn json_parse_returns_what_the_language_says() {
+    let r = run(r#"
+        const deep = '['.repeat(10000) + ']'.repeat(10000);
+        let d = 0; let cur: any = JSON.parse(deep);
+        while (Array.isArray(cur) && cur.length) { cur = cur[0]; d++; }
+        const dup = JSON.parse('{"a": 1, "b": 2, "a": 3}');
+        const proto = JSON.parse('{"__proto__": {"x": 1}}');
+        return [
+          JSON.parse(' {"k": [1, -2.5e3, 1E2, 0.1, true, false, null, "\\u00e9\\n\\"\\\\/"]} '),
+          Object.is(JSON.parse('-0'), -0),
+          JSON.parse('1e400') === Infinity,
+          JSON.parse('"\\ud800"').charCodeAt(0),
+          JSON.parse('"é☃😀"'),
+          Object.keys(dup), dup.a,
+          Object.getPrototypeOf(proto) === Object.prototype, Object.keys(proto),
+          JSON.parse('[1, 2]', (k: string, v: any) => (typeof v === 'number' ? v * 10 : v)),
+          JSON.parse({ toString() { return '[7]'; } } as any),
+          d,
+          typeof JSON.parse, JSON.parse.name, JSON.parse.length,
+        ];
+    "#)
+    .await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(
+        value(&r),
+        json!([
+            { "k": [1, -2500, 100, 0.1, true, false, null, "é\n\"\\/"] },
+            true,
+            true,
+            0xd800,
+            "é☃😀",
+            ["a", "b"], 3,
+            true, ["__proto__"],
+            [10, 20],
+            [7],
+            9999,
+            "function", "parse", 2
+        ])
+    );
+}
+
+#[tokio::test]
+async fn json_parse_refuses_what_is_not_json() {
+    for text in [
+        "",
+        " ",
+        "01",
+        "1.",
+        ".5",
+        "+1",
+        "1e",
+        "-",
+        "[1,]",
+        "{\"a\":1,}",
+        "{a:1}",
+        "'x'",
+        "\"\t\"",
+        "\"\\x\"",
+        "\"\\u12\"",
+        "[1] x",
+        "NaN",
+        "undefined",
+        "\u{feff}1",
+        "[",
+        "{\"a\"}",
+    ] {
+        let program = format!(
+            "try {{ JSON.parse({}); return 'parsed'; }} catch (e: any) {{ return e.name; }}",
+            serde_json::to_string(text).unwrap()
+        );
+        let r = run(&program).await;
+        assert_eq!(value(&r), json!("SyntaxError"), "{text:?}");
+    }
+}

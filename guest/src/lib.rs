@@ -323,6 +323,7 @@ fn new_context() -> JsResult<(Context, Prelude)> {
     let mut context = Context::builder()
         .job_executor(Rc::new(jobs::Queue::default()))
         .build()?;
+    json_in::install_json_parse(&mut context)?;
     let init =
         context.eval(Source::from_bytes(PRELUDE).with_path(Path::new("codemode:prelude")))?;
     let init = init.as_object().ok_or_else(|| {
