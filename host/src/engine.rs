@@ -103,8 +103,9 @@ pub const MAX_CONCURRENT_RUNS: u32 = 256;
 /// The largest linear memory any budget may grant (`memory_mb` is at most 4096).
 const MAX_MEMORY_BYTES: usize = 4 << 30;
 
-/// Most dirty memory (and table) bytes a freed slot keeps mapped for its next run. A trivial
-/// run dirties ~350 KiB; the bound caps what idle slots hold (at most 257 × 1 MiB).
+/// Most dirty bytes of linear memory, and of the table, that a freed slot keeps mapped for its
+/// next run. A trivial run dirties ~350 KiB of memory; the bound caps what idle slots hold (at
+/// most 257 × 2 MiB).
 const KEEP_RESIDENT: usize = 1 << 20;
 
 fn pool() -> wasmtime::PoolingAllocationConfig {
@@ -123,7 +124,8 @@ fn pool() -> wasmtime::PoolingAllocationConfig {
     // stay mapped, so the next run in the slot takes no page faults on them. Without this every
     // run re-faulted ~90 pages (each a copy-on-write fault plus a TLB-shootdown IPI) and
     // `madvise`d them away again afterwards: 0.8 ms instead of 0.3 ms for `return 1`. Where the
-    // scan is unavailable (other kernels) wasmtime falls back to `madvise`.
+    // scan is unavailable (Linux before 6.7) wasmtime instead resets the first KEEP_RESIDENT
+    // bytes with a copy and `madvise`s the rest, which still avoids most of those faults.
     pool.pagemap_scan(wasmtime::Enabled::Auto)
         .linear_memory_keep_resident(KEEP_RESIDENT)
         .table_keep_resident(KEEP_RESIDENT);
