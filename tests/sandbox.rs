@@ -657,3 +657,101 @@ async fn json_parse_refuses_what_is_not_json() {
         assert_eq!(value(&r), json!("SyntaxError"), "{text:?}");
     }
 }
+
+/// Generated JSON-ish texts (valid and not) parsed by the sandbox and by Node must give the same
+/// values, the same `-0`s and the same refusals.
+#[tokio::test]
+async fn json_parse_agrees_with_node_on_generated_texts() {
+    const ATOMS: &[&str] = &[
+        "0",
+        "-0",
+        "1",
+        "-1.5",
+        "1e5",
+        "1E-5",
+        "2.5e+3",
+        "01",
+        "1.",
+        ".5",
+        "+1",
+        "1e",
+        "true",
+        "false",
+        "null",
+        "tru",
+        "\"a\"",
+        "\"\\u0041\"",
+        "\"\\ud83d\\ude00\"",
+        "\"\\ud800\"",
+        "\"\\x\"",
+        "\"\t\"",
+        "\"é\"",
+        "[]",
+        "{}",
+        "[1,]",
+        "{\"a\":1,}",
+        "\"\\/\"",
+        "-",
+        "1e400",
+        "123456789012345678901234567890",
+        "0.1e1",
+    ];
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    fn gen(depth: usize, next: &mut dyn FnMut(usize) -> usize) -> String {
+        match if depth > 3 { 0 } else { next(10) } {
+            0..=3 => ATOMS[next(ATOMS.len())].to_owned(),
+            4..=6 => {
+                let items: Vec<String> = (0..next(4)).map(|_| gen(depth + 1, next)).collect();
+                format!("[{}]", items.join(","))
+            }
+            _ => {
+                let keys = ["a", "b", "__proto__", "1"];
+                let members: Vec<String> = (0..next(4))
+                    .map(|_| format!("\"{}\":{}", keys[next(keys.len())], gen(depth + 1, next)))
+                    .collect();
+                format!("{{{}}}", members.join(","))
+            }
+        }
+    }
+    let cases: Vec<String> = (0..300)
+        .map(|i| {
+            let text = gen(0, &mut next);
+            match i % 7 {
+                0 => format!(" {text}\n"),
+                1 => format!("{text} x"),
+                _ => text,
+            }
+        })
+        .collect();
+    let classify = "cases.map((c) => { try { const v = JSON.parse(c); return ['ok', JSON.stringify(v), Object.is(v, -0)]; } catch (e) { return ['err', e.name]; } })";
+    let cases_json = serde_json::to_string(&cases).unwrap();
+    let r = run(&format!(
+        "const cases: string[] = {cases_json}; return {classify};"
+    ))
+    .await;
+    let ours = value(&r);
+    let node = std::process::Command::new("node")
+        .arg("-e")
+        .arg(format!(
+            "const cases = {cases_json}; process.stdout.write(JSON.stringify({classify}));"
+        ))
+        .output()
+        .expect("node runs (the test command installs it for the toolchain tests)");
+    let theirs: serde_json::Value = serde_json::from_slice(&node.stdout).expect("node's answer");
+    let (ours, theirs) = (ours.as_array().unwrap(), theirs.as_array().unwrap());
+    assert_eq!(ours.len(), cases.len());
+    for ((case, a), b) in cases.iter().zip(ours).zip(theirs) {
+        assert_eq!(a, b, "JSON.parse({case:?})");
+    }
+    let valid = ours.iter().filter(|v| v[0] == "ok").count();
+    assert!(
+        valid > 50 && valid < 250,
+        "the cases mix valid and invalid texts ({valid} valid)"
+    );
+}
