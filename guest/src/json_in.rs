@@ -1,9 +1,10 @@
 //! Builds JavaScript values from JSON text without recursion: the host's replies, and the
 //! realm's `JSON.parse`.
 //!
-//! The parser is strict (RFC 8259, as `JSON.parse` accepts it) and works on UTF-16 code units,
-//! so a string keeps exactly the units its escapes name, lone surrogates included. Containers
-//! are kept on an explicit work stack: replies can be thousands of levels deep.
+//! The parser is strict (RFC 8259, as `JSON.parse` accepts it) and reads the text in the
+//! encoding it comes in (UTF-8 replies, Latin-1 or UTF-16 strings); strings are built as UTF-16
+//! code units, so a string keeps exactly the units its escapes name, lone surrogates included.
+//! Containers are kept on an explicit work stack: replies can be thousands of levels deep.
 //!
 //! Boa implements `JSON.parse` by running its whole JavaScript parser over the text, at about a
 //! microsecond per byte in wasm; JSON is most of what tool programs parse. `install_json_parse`
@@ -22,8 +23,41 @@ enum Open {
     Object(JsObject, Option<JsString>),
 }
 
+/// JSON text in one of the encodings it arrives in, read without converting it first. JSON's
+/// structure is ASCII, so every encoding answers `at` with the unit's value for ASCII; only
+/// the contents of strings need decoding.
+#[derive(Clone, Copy)]
+enum Text<'a> {
+    /// A host reply. A run between structural characters never splits a UTF-8 sequence,
+    /// whose bytes are all 0x80 or above.
+    Utf8(&'a [u8]),
+    Latin1(&'a [u8]),
+    Utf16(&'a [u16]),
+}
+
+impl Text<'_> {
+    fn at(self, pos: usize) -> Option<u16> {
+        match self {
+            Text::Utf8(bytes) | Text::Latin1(bytes) => bytes.get(pos).map(|&b| u16::from(b)),
+            Text::Utf16(units) => units.get(pos).copied(),
+        }
+    }
+
+    /// Appends the string contents `start..end` as UTF-16 code units.
+    fn extend(self, start: usize, end: usize, out: &mut Vec<u16>) -> Option<()> {
+        match self {
+            Text::Utf8(bytes) => {
+                out.extend(std::str::from_utf8(&bytes[start..end]).ok()?.encode_utf16())
+            }
+            Text::Latin1(bytes) => out.extend(bytes[start..end].iter().map(|&b| u16::from(b))),
+            Text::Utf16(units) => out.extend_from_slice(&units[start..end]),
+        }
+        Some(())
+    }
+}
+
 struct Scanner<'a> {
-    units: &'a [u16],
+    text: Text<'a>,
     pos: usize,
 }
 
@@ -33,7 +67,7 @@ fn is_digit(unit: u16) -> bool {
 
 impl Scanner<'_> {
     fn at(&self, pos: usize) -> Option<u16> {
-        self.units.get(pos).copied()
+        self.text.at(pos)
     }
 
     fn skip_ws(&mut self) {
@@ -48,10 +82,12 @@ impl Scanner<'_> {
     }
 
     fn eat(&mut self, literal: &[u8]) -> Option<()> {
-        let end = self.pos + literal.len();
-        let here = self.units.get(self.pos..end)?;
-        if here.iter().zip(literal).all(|(&u, &b)| u == u16::from(b)) {
-            self.pos = end;
+        let matches = literal
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| self.at(self.pos + i) == Some(u16::from(b)));
+        if matches {
+            self.pos += literal.len();
             Some(())
         } else {
             None
@@ -95,18 +131,17 @@ impl Scanner<'_> {
             }
         }
         // Every unit consumed is ASCII, so this is the number's text.
-        let text: String = self.units[start..self.pos]
-            .iter()
-            .map(|&u| char::from(u as u8))
+        let text: String = (start..self.pos)
+            .filter_map(|i| self.at(i))
+            .map(|u| char::from(u as u8))
             .collect();
         text.parse().ok()
     }
 
     fn hex4(&mut self) -> Option<u16> {
-        let digits = self.units.get(self.pos..self.pos + 4)?;
         let mut value = 0u16;
-        for &d in digits {
-            let nibble = char::from_u32(u32::from(d))?.to_digit(16)?;
+        for i in self.pos..self.pos + 4 {
+            let nibble = char::from_u32(u32::from(self.at(i)?))?.to_digit(16)?;
             value = value << 4 | nibble as u16;
         }
         self.pos += 4;
@@ -127,7 +162,7 @@ impl Scanner<'_> {
                 }
                 self.pos += 1;
             }
-            units.extend_from_slice(&self.units[start..self.pos]);
+            self.text.extend(start, self.pos, &mut units)?;
             let stop = self.at(self.pos)?;
             self.pos += 1;
             if stop == u16::from(b'"') {
@@ -156,9 +191,9 @@ impl Scanner<'_> {
     }
 }
 
-/// Parses JSON text given as UTF-16 code units; `None` when it is not JSON.
-pub fn parse_units(units: &[u16], context: &mut Context) -> Option<JsValue> {
-    let mut s = Scanner { units, pos: 0 };
+/// Parses JSON text; `None` when it is not JSON.
+fn parse_text(text: Text<'_>, context: &mut Context) -> Option<JsValue> {
+    let mut s = Scanner { text, pos: 0 };
     let mut stack: Vec<Open> = Vec::new();
     loop {
         // Parse one value, or open a container.
@@ -250,8 +285,7 @@ pub fn parse_units(units: &[u16], context: &mut Context) -> Option<JsValue> {
 
 /// Parses a reply's UTF-8 JSON text; `None` when it is not JSON.
 pub fn parse(bytes: &[u8], context: &mut Context) -> Option<JsValue> {
-    let units: Vec<u16> = std::str::from_utf8(bytes).ok()?.encode_utf16().collect();
-    parse_units(&units, context)
+    parse_text(Text::Utf8(bytes), context)
 }
 
 /// Puts the native parser in front of the realm's `JSON.parse` (see the module comment).
@@ -299,11 +333,8 @@ fn json_parse(
         .unwrap_or_default()
         .to_string(context)?;
     let parsed = match text.as_str().variant() {
-        JsStrVariant::Latin1(bytes) => {
-            let units: Vec<u16> = bytes.iter().map(|&b| u16::from(b)).collect();
-            parse_units(&units, context)
-        }
-        JsStrVariant::Utf16(units) => parse_units(units, context),
+        JsStrVariant::Latin1(bytes) => parse_text(Text::Latin1(bytes), context),
+        JsStrVariant::Utf16(units) => parse_text(Text::Utf16(units), context),
     };
     match parsed {
         Some(value) => Ok(value),
