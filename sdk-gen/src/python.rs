@@ -80,10 +80,7 @@ pub fn render(arena: &Arena, tools: &[LoweredTool<'_>]) -> String {
     let mut comments = Vec::new();
     for tool in tools {
         let stem = tool_pascal(tool.name);
-        let args = match tool.args {
-            Some(args) => printer.expr(args, &format!("{stem}Args"), 0),
-            None => printer.any(),
-        };
+        let args = printer.expr(tool.args, &format!("{stem}Args"), 0);
         let output = match tool.output {
             Some(output) => printer.expr(output, &format!("{stem}Output"), 0),
             None => printer.any(),
@@ -168,14 +165,7 @@ impl Printer<'_> {
     /// A fresh class name from `base` (capped, then suffixed `2`, `3`, … on collision).
     fn class_name(&mut self, base: &str) -> String {
         let base: String = base.chars().take(MAX_CLASS_NAME_CHARS).collect();
-        let mut name = base.clone();
-        let mut n = 2;
-        while self.taken.contains(&name) {
-            name = format!("{base}{n}");
-            n += 1;
-        }
-        self.taken.insert(name.clone());
-        name
+        crate::text::unique_name(&mut self.taken, &base)
     }
 
     /// Prints a shared or recursive definition under its own name.

@@ -47,7 +47,7 @@ pub(crate) struct LoweredTool<'a> {
     pub name: &'a str,
     /// Collapsed to one line; `None` when missing or empty.
     pub description: Option<String>,
-    pub args: Option<ShapeId>,
+    pub args: ShapeId,
     pub output: Option<ShapeId>,
 }
 
@@ -58,27 +58,25 @@ pub(crate) struct LoweredTool<'a> {
 /// bytes. Names should be unique; if one repeats, a single tool of that name is printed,
 /// chosen by content, so the output is still independent of the order.
 pub fn render_sdk(tools: &[ToolSchema], language: Language) -> String {
-    let mut ordered: Vec<(&ToolSchema, String)> = tools
-        .iter()
-        .map(|tool| (tool, canonical_content(tool)))
-        .collect();
-    ordered.sort_by(|(a, a_key), (b, b_key)| match cmp_utf16(&a.name, &b.name) {
-        Ordering::Equal => a_key.cmp(b_key),
+    let mut ordered: Vec<&ToolSchema> = tools.iter().collect();
+    // The content key is only built for tools whose names tie.
+    ordered.sort_by(|a, b| match cmp_utf16(&a.name, &b.name) {
+        Ordering::Equal => canonical_content(a).cmp(&canonical_content(b)),
         other => other,
     });
-    ordered.dedup_by(|(a, _), (b, _)| a.name == b.name);
+    ordered.dedup_by(|a, b| a.name == b.name);
 
     let mut arena = Arena::new();
     let lowered: Vec<LoweredTool<'_>> = ordered
         .iter()
-        .map(|(tool, _)| LoweredTool {
+        .map(|tool| LoweredTool {
             name: &tool.name,
             description: tool
                 .description
                 .as_deref()
                 .map(crate::text::collapse_whitespace)
                 .filter(|d| !d.is_empty()),
-            args: Some(arena.lower_document(&tool.parameters, &tool.name, Role::Args)),
+            args: arena.lower_document(&tool.parameters, &tool.name, Role::Args),
             output: tool
                 .output
                 .as_ref()

@@ -213,14 +213,7 @@ impl Arena {
 
     /// `base`, or `base2`, `base3`, … whichever is free first.
     fn unique_name(&mut self, base: &str) -> String {
-        let mut name = base.to_owned();
-        let mut n = 2;
-        while self.taken_names.contains(&name) {
-            name = format!("{base}{n}");
-            n += 1;
-        }
-        self.taken_names.insert(name.clone());
-        name
+        crate::text::unique_name(&mut self.taken_names, base)
     }
 
     /// Lowers one schema node at nesting `depth`.

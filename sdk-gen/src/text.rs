@@ -1,9 +1,11 @@
 //! Small text rules shared by both renderers: code-unit ordering, one-line documentation,
-//! identifier tests, and PascalCase names derived from tool and field names.
+//! identifier tests, PascalCase names derived from tool and field names, and fresh names.
 //!
-//! Everything here is a pure function of its input; nothing allocates per character more than once.
+//! Everything here but `unique_name` is a pure function of its input; nothing allocates per
+//! character more than once.
 
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
 use unicode_normalization::UnicodeNormalization;
 
 /// Orders two strings by their UTF-16 code units, the way JavaScript's `<` does.
@@ -146,6 +148,18 @@ fn push_python_char(c: char, out: &mut String) {
     } else {
         out.push(c);
     }
+}
+
+/// `base`, or `base2`, `base3`, … whichever is not yet in `taken`; the result is taken.
+pub fn unique_name(taken: &mut BTreeSet<String>, base: &str) -> String {
+    let mut name = base.to_owned();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = format!("{base}{n}");
+        n += 1;
+    }
+    taken.insert(name.clone());
+    name
 }
 
 #[cfg(test)]

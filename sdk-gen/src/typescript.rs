@@ -46,7 +46,7 @@ pub fn render(arena: &Arena, tools: &[LoweredTool<'_>]) -> String {
         "ToolArgsMap",
         tools
             .iter()
-            .map(|t| (t.name, t.description.as_deref(), t.args)),
+            .map(|t| (t.name, t.description.as_deref(), Some(t.args))),
         arena,
         &mut out,
     );

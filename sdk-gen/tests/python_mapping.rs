@@ -3,22 +3,8 @@
 mod common;
 
 use codemode_sdk_gen::{render_sdk, Language, ToolSchema};
-use common::fenced_code;
-use serde_json::{json, Value};
-
-fn tool(
-    name: &str,
-    description: Option<&str>,
-    parameters: Value,
-    output: Option<Value>,
-) -> ToolSchema {
-    ToolSchema {
-        name: name.to_owned(),
-        description: description.map(str::to_owned),
-        parameters,
-        output,
-    }
-}
+use common::{fenced_code, tool};
+use serde_json::json;
 
 fn py(tools: &[ToolSchema]) -> String {
     fenced_code(&render_sdk(tools, Language::Python)).to_owned()

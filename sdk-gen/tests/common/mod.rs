@@ -59,3 +59,18 @@ pub fn fenced_code(sdk: &str) -> &str {
     body.strip_suffix("\n```")
         .unwrap_or_else(|| panic!("the fenced block does not end the text:\n{sdk}"))
 }
+
+/// A tool schema from its parts.
+pub fn tool(
+    name: &str,
+    description: Option<&str>,
+    parameters: serde_json::Value,
+    output: Option<serde_json::Value>,
+) -> ToolSchema {
+    ToolSchema {
+        name: name.to_owned(),
+        description: description.map(str::to_owned),
+        parameters,
+        output,
+    }
+}
