@@ -316,9 +316,9 @@ impl RunState {
         match result {
             Ok(value) if json::is_lossless(&value) => {
                 self.finish_call(id, CallOutcome::Resolved);
-                let text = json::to_string(&value);
+                let frame = wire::encode_resolved(id, &value);
                 json::drop_deep(value);
-                wire::encode_resolved(id, &text)
+                frame
             }
             Ok(value) => {
                 json::drop_deep(value);
@@ -574,10 +574,8 @@ pub(crate) async fn execute(
         store.data_mut().settle(Outcome::Failure(failure));
     }
     if store.data().outcome.is_none() {
-        store.data_mut().settle(Outcome::Failure(
-            RunFailure::new(FailureKind::WorkerExit, "worker exited before completing")
-                .with_cause(FailureCause::Trap),
-        ));
+        let failure = failure_from_stop(&Stop::Settled, budgets);
+        store.data_mut().settle(Outcome::Failure(failure));
     }
     let mut state = store.into_data();
     // The run settled and told its running calls to stop. Wait for them, so no call outlives
@@ -655,11 +653,7 @@ async fn drive(
             return Ok(());
         }
         if code != wire::STATUS_WAITING {
-            return Err(RunFailure::new(
-                FailureKind::WorkerExit,
-                "worker exited with code 0 before completing",
-            )
-            .with_cause(FailureCause::Trap));
+            return Err(failure_from_stop(&Stop::Exit(0), budgets));
         }
         match next_event(store.data_mut(), &mut clocks).await {
             Next::Deliver(frame) => {

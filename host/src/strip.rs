@@ -130,16 +130,18 @@ fn strip_inline(program: &str) -> Result<String, StripError> {
         ..Default::default()
     };
     let result = GLOBALS.set(&Default::default(), || {
-        operate(&cm, &handler, wrapped.clone(), options)
+        operate(&cm, &handler, wrapped, options)
     });
     match result {
         Ok(output) => {
-            let code = output.code;
+            let mut code = output.code;
             if code.len() >= PREFIX.len() + SUFFIX.len()
                 && code.starts_with(PREFIX)
                 && code.ends_with(SUFFIX)
             {
-                Ok(code[PREFIX.len()..code.len() - SUFFIX.len()].to_owned())
+                code.truncate(code.len() - SUFFIX.len());
+                code.drain(..PREFIX.len());
+                Ok(code)
             } else {
                 // Stripping keeps positions, so the wrapper always survives intact; if it did not,
                 // refuse rather than run something else.

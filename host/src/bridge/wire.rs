@@ -161,11 +161,14 @@ pub fn encode_boot(program: &str, namespaces: &[BootNamespace<'_>]) -> Vec<u8> {
     out
 }
 
-pub fn encode_resolved(id: u32, json: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(5 + json.len());
-    out.push(0);
-    out.extend_from_slice(&id.to_le_bytes());
-    out.extend_from_slice(json.as_bytes());
+/// A resolved reply: the value's JSON is written straight after the header, not copied in.
+pub fn encode_resolved(id: u32, value: &serde_json::Value) -> Vec<u8> {
+    // Five placeholder bytes (tag 0 and the id), valid UTF-8 so the JSON can follow in place.
+    let mut text = String::from("\0\0\0\0\0");
+    codemode_runtime::json::write(value, &mut text);
+    let mut out = text.into_bytes();
+    // The placeholder makes `out` at least five bytes long.
+    out[1..5].copy_from_slice(&id.to_le_bytes());
     out
 }
 
