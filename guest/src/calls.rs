@@ -20,7 +20,7 @@ use crate::{frames, host, json_out, snapshot};
 /// A call the host accepted and has not answered yet.
 struct Pending {
     resolvers: ResolvingFunctions,
-    name: String,
+    name: JsString,
     /// The prelude's `{ ctor, member }` for namespaces with an error class, else undefined.
     error_class: JsValue,
     /// The prelude's `bindingError(errorClass, memberName, message)`.
@@ -56,7 +56,12 @@ pub fn binding_function(
         context.realm(),
         NativeFunction::from_copy_closure_with_captures(
             call_binding,
-            (global.to_owned(), name.to_owned(), error_class, make_error),
+            (
+                frames::call_header(global, name),
+                JsString::from(name),
+                error_class,
+                make_error,
+            ),
         ),
     )
     .name(JsString::from(name))
@@ -65,12 +70,13 @@ pub fn binding_function(
     .build()
 }
 
-type Captures = (String, String, JsValue, JsValue);
+/// The call frame's header (namespace and member), the member's name, and the error makers.
+type Captures = (Vec<u8>, JsString, JsValue, JsValue);
 
 fn call_binding(
     _: &JsValue,
     args: &[JsValue],
-    (global, name, error_class, make_error): &Captures,
+    (header, name, error_class, make_error): &Captures,
     context: &mut Context,
 ) -> JsResult<JsValue> {
     let argument = args.first().cloned().unwrap_or_default();
@@ -91,7 +97,11 @@ fn call_binding(
         calls.next_id
     });
     let frame = json_out::with_frame(|json| {
-        frames::encode_call(global, name, json.get(1..).unwrap_or_default())
+        let args = json.get(1..).unwrap_or_default();
+        let mut frame = Vec::with_capacity(header.len() + args.len());
+        frame.extend_from_slice(header);
+        frame.extend_from_slice(args);
+        frame
     });
     if !host::send_call(id, &frame) {
         let error = binding_error(
@@ -121,7 +131,7 @@ fn call_binding(
 fn binding_error(
     make_error: &JsValue,
     error_class: &JsValue,
-    name: &str,
+    name: &JsString,
     message: JsString,
     context: &mut Context,
 ) -> JsResult<JsValue> {
@@ -130,11 +140,7 @@ fn binding_error(
     };
     make_error.call(
         &JsValue::undefined(),
-        &[
-            error_class.clone(),
-            JsString::from(name).into(),
-            message.into(),
-        ],
+        &[error_class.clone(), name.clone().into(), message.into()],
         context,
     )
 }

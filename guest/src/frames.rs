@@ -14,10 +14,19 @@ pub struct Boot {
     pub namespaces: Vec<Namespace>,
 }
 
-pub enum Delivery {
-    Resolved { id: u32, json: Vec<u8> },
-    Rejected { id: u32, message: String },
-    Timer { id: u32 },
+/// A reply or timer, borrowing from the frame it was read from.
+pub enum Delivery<'a> {
+    Resolved {
+        id: u32,
+        json: &'a [u8],
+    },
+    Rejected {
+        id: u32,
+        message: std::borrow::Cow<'a, str>,
+    },
+    Timer {
+        id: u32,
+    },
 }
 
 struct Reader<'a> {
@@ -83,18 +92,15 @@ pub fn decode_boot(bytes: &[u8]) -> Option<Boot> {
     })
 }
 
-pub fn decode_delivery(bytes: &[u8]) -> Option<Delivery> {
+pub fn decode_delivery(bytes: &[u8]) -> Option<Delivery<'_>> {
     let mut r = Reader { bytes };
     let tag = r.u8()?;
     let id = r.u32()?;
     match tag {
-        0 => Some(Delivery::Resolved {
-            id,
-            json: r.bytes.to_vec(),
-        }),
+        0 => Some(Delivery::Resolved { id, json: r.bytes }),
         1 => Some(Delivery::Rejected {
             id,
-            message: String::from_utf8_lossy(r.bytes).into_owned(),
+            message: String::from_utf8_lossy(r.bytes),
         }),
         2 => Some(Delivery::Timer { id }),
         _ => None,
@@ -106,11 +112,11 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-pub fn encode_call(global: &str, name: &str, args_json: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + global.len() + name.len() + args_json.len());
+/// The start of every call frame of binding `global.name`; the argument JSON follows it.
+pub fn call_header(global: &str, name: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + global.len() + name.len());
     put_str(&mut out, global);
     put_str(&mut out, name);
-    out.extend_from_slice(args_json);
     out
 }
 

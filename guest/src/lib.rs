@@ -456,12 +456,12 @@ pub extern "C" fn cm_deliver(len: u32) -> u32 {
     let (context, hooks) = (&mut state.0, &state.1);
     let outcome = match frames::decode_delivery(&bytes) {
         Some(Delivery::Resolved { id, json }) => {
-            let value = json_in::parse(&json, context)
+            let value = json_in::parse(json, context)
                 .ok_or(js_string!("binding resolution must be lossless JSON"));
             calls::settle(id, value, context)
         }
         Some(Delivery::Rejected { id, message }) => {
-            calls::settle(id, Err(JsString::from(message.as_str())), context)
+            calls::settle(id, Err(JsString::from(message.as_ref())), context)
         }
         Some(Delivery::Timer { id }) => {
             if BOOK.with_borrow_mut(|book| book.timers_armed.remove(&id)) {

@@ -450,5 +450,5 @@
     apply(promiseThen, promise, [complete, fail]);
   }
 
-  return freeze({ start, fireTimer, fail, makeErrorClass, bindingError, console: consoleShim, inspect: formatArgs });
+  return freeze({ start, fireTimer, fail, makeErrorClass, bindingError, console: consoleShim });
 });

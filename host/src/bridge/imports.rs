@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use codemode_runtime::code::{FailureKind, RunFailure};
 use codemode_runtime::json;
-use codemode_runtime::ledger::{overflow_message, LogAdmission};
+use codemode_runtime::ledger::LogAdmission;
 use wasmtime::{Caller, Linker, Memory};
 
 use super::wire::{self, DoneFrame, DoneKind, CALL_ACCEPTED, CALL_IGNORED};
@@ -255,21 +255,22 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) {
         return;
     };
     let state = caller.data_mut();
+    let invalid = || {
+        Outcome::Failure(RunFailure::new(
+            FailureKind::InvalidOutput,
+            "program completion must be lossless JSON",
+        ))
+    };
     let outcome = match frame {
         DoneFrame::Undefined => Outcome::Value(None),
         DoneFrame::Value(text) => match json::parse(text) {
             Ok(value) if state.ledger.value_fits(&value) => Outcome::Value(Some(value)),
             Ok(value) => {
                 json::drop_deep(value);
-                Outcome::Failure(RunFailure::new(
-                    FailureKind::OutputLimit,
-                    overflow_message(max),
-                ))
+                state.settle_overflow();
+                return;
             }
-            Err(_) => Outcome::Failure(RunFailure::new(
-                FailureKind::InvalidOutput,
-                "program completion must be lossless JSON",
-            )),
+            Err(_) => invalid(),
         },
         DoneFrame::Failure {
             kind,
@@ -280,14 +281,11 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) {
             DoneKind::Exception => {
                 Outcome::Failure(RunFailure::new(FailureKind::Exception, message).at(line, column))
             }
-            DoneKind::InvalidOutput => Outcome::Failure(RunFailure::new(
-                FailureKind::InvalidOutput,
-                "program completion must be lossless JSON",
-            )),
-            DoneKind::OutputLimit => Outcome::Failure(RunFailure::new(
-                FailureKind::OutputLimit,
-                overflow_message(max),
-            )),
+            DoneKind::InvalidOutput => invalid(),
+            DoneKind::OutputLimit => {
+                state.settle_overflow();
+                return;
+            }
         },
     };
     state.settle(outcome);
