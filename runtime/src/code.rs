@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -15,7 +14,7 @@ use serde_json::Value;
 
 use crate::signal::AbortSignal;
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use futures::future::BoxFuture;
 
 /// A host function the program can call as `global.name(args)`. It takes one lossless JSON
 /// value and resolves with one, or rejects with a message the program sees on its error. The

@@ -30,14 +30,15 @@ pub fn string_cost(s: &str) -> u64 {
 pub fn value_cost(value: &Value) -> u64 {
     let mut total = 0u64;
     let mut stack = vec![value];
+    let mut number = String::new();
     while let Some(v) = stack.pop() {
         total += match v {
             Value::Null | Value::Bool(true) => 4,
             Value::Bool(false) => 5,
             Value::Number(n) => {
-                let mut text = String::new();
-                json::write_number(n, &mut text);
-                text.len() as u64
+                number.clear();
+                json::write_number(n, &mut number);
+                number.len() as u64
             }
             Value::String(s) => string_cost(s),
             Value::Array(items) => {

@@ -239,15 +239,12 @@ impl ToolDefinitionBuilder {
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
     {
         let body = Arc::new(body);
-        self.definition.execute = Some(Arc::new(
-            move |args: Arc<Value>, ctx| match A::deserialize(&*args) {
+        self.definition.execute = Some(Arc::new(move |args: Arc<Value>, ctx| {
+            match decode_args::<A>(&args) {
                 Ok(decoded) => body(decoded, ctx).boxed(),
-                Err(error) => {
-                    let error = ToolError::invalid_args(&[error.to_string()]);
-                    futures::future::ready(Err(error)).boxed()
-                }
-            },
-        ));
+                Err(error) => futures::future::ready(Err(error)).boxed(),
+            }
+        }));
         self
     }
 

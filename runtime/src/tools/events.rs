@@ -355,7 +355,7 @@ pub fn record(registry: &Registry, sink: Arc<dyn EventSink>) -> RegistrationGuar
             is_error: result.is_error(),
             content: result.content.clone(),
             error: result.error().cloned(),
-            meta: result.meta.as_ref().map(super::json_text::clone_deep),
+            meta: result.meta.as_ref().map(crate::json::clone_deep),
         };
         sink.append(&event)
             .map_err(|e| super::error::ToolError::new(format!("event sink failed: {e}")))

@@ -153,13 +153,7 @@ pub(crate) struct HookSet {
 impl HookSet {
     /// Moves the hooks registered under `id` out of this set.
     pub(crate) fn take(&mut self, id: u64) -> HookSet {
-        fn split<T>(entries: &mut Vec<(u64, T)>, id: u64) -> Vec<(u64, T)> {
-            let (taken, kept) = std::mem::take(entries)
-                .into_iter()
-                .partition(|(i, _)| *i == id);
-            *entries = kept;
-            taken
-        }
+        use super::registry::take_entries as split;
         let approval = match &self.approval {
             Some((i, _)) if *i == id => self.approval.take(),
             _ => None,

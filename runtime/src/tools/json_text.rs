@@ -26,16 +26,6 @@ pub(crate) fn is_lossless(value: &Value) -> bool {
     true
 }
 
-/// Takes a value apart without recursion (shared with the code runtime's JSON module).
-pub(crate) fn dispose(value: Value) {
-    crate::json::drop_deep(value);
-}
-
-/// Copies a value without recursion (shared with the code runtime's JSON module).
-pub(crate) fn clone_deep(value: &Value) -> Value {
-    crate::json::clone_deep(value)
-}
-
 /// A number as JavaScript's `String(n)` spells it (`1` not `1.0`, `1e+21`, ...).
 pub(crate) fn js_number(number: &Number) -> String {
     if let Some(i) = number.as_i64() {
@@ -62,14 +52,6 @@ pub(crate) fn scalar_eq(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn push_string(out: &mut String, s: &str) {
-    // serde_json's escaping matches JSON.stringify for every Rust string (no lone surrogates).
-    match serde_json::to_string(s) {
-        Ok(quoted) => out.push_str(&quoted),
-        Err(_) => out.push_str("\"\""),
-    }
-}
-
 enum Step<'a> {
     Value(&'a Value),
     Key(&'a str),
@@ -85,14 +67,14 @@ pub(crate) fn stringify(value: &Value, sort_keys: bool) -> String {
         match step {
             Step::Raw(text) => out.push_str(text),
             Step::Key(key) => {
-                push_string(&mut out, key);
+                crate::json::write_string(key, &mut out);
                 out.push(':');
             }
             Step::Value(v) => match v {
                 Value::Null => out.push_str("null"),
                 Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
                 Value::Number(n) => out.push_str(&js_number(n)),
-                Value::String(s) => push_string(&mut out, s),
+                Value::String(s) => crate::json::write_string(s, &mut out),
                 Value::Array(items) => {
                     out.push('[');
                     steps.push(Step::Raw("]"));
@@ -132,6 +114,7 @@ fn utf16_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::{clone_deep, drop_deep as dispose};
     use serde_json::json;
 
     #[test]

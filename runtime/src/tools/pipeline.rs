@@ -137,7 +137,7 @@ impl Drop for ToolCall {
     fn drop(&mut self) {
         // Arguments may be thousands of levels deep; the last holder takes them apart.
         if let Some(arguments) = Arc::get_mut(&mut self.arguments) {
-            super::json_text::dispose(std::mem::take(arguments));
+            crate::json::drop_deep(std::mem::take(arguments));
         }
     }
 }
@@ -400,13 +400,11 @@ pub(crate) async fn dispatch_body(
     wrapper_signal: AbortSignal,
 ) -> ToolExecutionResult {
     let call = &dispatch.call;
-    // A fused signal only holds its sources weakly: keep the wrapper's alive for the body's
-    // lifetime, or a deadline fused upstream could never reach it.
-    let upstream = wrapper_signal;
-    let signal = if call.signal.same(&upstream) {
-        upstream.clone()
+    // A fused signal holds its sources, so the wrapper's stays alive as long as `signal`.
+    let signal = if call.signal.same(&wrapper_signal) {
+        wrapper_signal
     } else {
-        AbortSignal::any(&[call.signal.clone(), upstream.clone()])
+        AbortSignal::any(&[call.signal.clone(), wrapper_signal])
     };
     if signal.is_aborted() {
         return ToolExecutionResult::aborted_before_dispatch(None);
@@ -419,7 +417,8 @@ pub(crate) async fn dispatch_body(
         return ToolExecutionResult::from_error(ToolError::unknown_tool(&call.name));
     };
     dispatch.shared.body_invoked.store(true, Ordering::Release);
-    let violations = tool.parameters.validate(&call.arguments, "");
+    // Arguments were checked lossless when the call was made (a lossy one became `null`).
+    let violations = tool.parameters.validate_lossless(&call.arguments, "");
     if !violations.is_empty() {
         return ToolExecutionResult::from_error(ToolError::invalid_args(&violations));
     }
@@ -437,9 +436,7 @@ pub(crate) async fn dispatch_body(
         Ok(result) => result,
         Err(error) => return ToolExecutionResult::from_error(error),
     };
-    let aborted = signal.is_aborted();
-    drop(upstream);
-    if aborted {
+    if signal.is_aborted() {
         ToolExecutionResult::aborted(Some(&result))
     } else {
         result
@@ -465,7 +462,7 @@ fn success_result(
             &["value is not lossless JSON".to_owned()],
         ));
     }
-    let violations = output.schema.validate(&value, "value");
+    let violations = output.schema.validate_lossless(&value, "value");
     if !violations.is_empty() {
         return Err(ToolError::invalid_output(name, &violations));
     }
@@ -646,7 +643,7 @@ fn copy_result(result: &ToolExecutionResult) -> ToolExecutionResult {
             value,
             concludes_turn,
         } => ToolOutcome::Success {
-            value: super::json_text::clone_deep(value),
+            value: crate::json::clone_deep(value),
             concludes_turn: *concludes_turn,
         },
         ToolOutcome::Failure(failure) => ToolOutcome::Failure(failure.clone()),
@@ -654,7 +651,7 @@ fn copy_result(result: &ToolExecutionResult) -> ToolExecutionResult {
     ToolExecutionResult {
         outcome,
         content: result.content.clone(),
-        meta: result.meta.as_ref().map(super::json_text::clone_deep),
+        meta: result.meta.as_ref().map(crate::json::clone_deep),
         additional_contexts: result.additional_contexts.clone(),
         canonical: result.canonical,
     }

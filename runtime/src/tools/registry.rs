@@ -290,7 +290,7 @@ impl RegistrationGuard {
 }
 
 /// Moves the entries registered under `id` out of `entries`.
-fn take_entries<T>(entries: &mut Vec<(u64, T)>, id: u64) -> Vec<(u64, T)> {
+pub(crate) fn take_entries<T>(entries: &mut Vec<(u64, T)>, id: u64) -> Vec<(u64, T)> {
     let (taken, kept) = std::mem::take(entries)
         .into_iter()
         .partition(|(i, _)| *i == id);
@@ -551,7 +551,7 @@ impl Registry {
             .map(|d| ToolSchema {
                 name: d.name.clone(),
                 description: d.description.clone(),
-                parameters: super::json_text::clone_deep(d.parameters.json()),
+                parameters: crate::json::clone_deep(d.parameters.json()),
             })
             .collect()
     }

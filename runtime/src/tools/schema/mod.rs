@@ -66,7 +66,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // Compiled schemas may be thousands of levels deep.
         if let Inner::Subset(value) = self {
-            crate::tools::json_text::dispose(std::mem::take(value));
+            crate::json::drop_deep(std::mem::take(value));
         }
     }
 }
@@ -138,6 +138,14 @@ impl Schema {
     pub fn validate(&self, value: &Value, root: &str) -> Vec<String> {
         match &*self.inner {
             Inner::Subset(schema) => validate_value(schema, value, root),
+            Inner::Foreign(foreign) => foreign.validate(value, root),
+        }
+    }
+
+    /// [`Schema::validate`] for a value already known to be lossless JSON.
+    pub(crate) fn validate_lossless(&self, value: &Value, root: &str) -> Vec<String> {
+        match &*self.inner {
+            Inner::Subset(schema) => validate::validate_lossless_value(schema, value, root),
             Inner::Foreign(foreign) => foreign.validate(value, root),
         }
     }

@@ -22,15 +22,9 @@ const ANNOTATION_KEYWORDS: [&str; 4] = ["description", "title", "default", "exam
 const SCHEMA_TYPES: [&str; 7] = [
     "object", "array", "string", "number", "integer", "boolean", "null",
 ];
-/// Keywords that may not sit beside `oneOf` (and need a `type` or `oneOf` to mean anything).
-const ONE_OF_SIBLING_KEYWORDS: [&str; 6] = [
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "enum",
-    "const",
-];
+/// Keywords that may not sit beside `oneOf` (and need a `type` or `oneOf` to mean anything):
+/// every constraint keyword after `type` and `oneOf`.
+const ONE_OF_SIBLING_KEYWORDS: &[&str] = CONSTRAINT_KEYWORDS.split_at(2).1;
 /// Which types each type-specific keyword belongs to, in the order violations are reported.
 const ALLOWED_FOR: [(&str, &[&str]); 6] = [
     ("properties", &["object"]),
@@ -119,7 +113,7 @@ pub fn assert_supported_schema(schema: &Value) -> Result<(), SchemaError> {
         match task {
             Task::OneOfTail { node, depth } => {
                 segments.truncate(depth + 1);
-                for key in ONE_OF_SIBLING_KEYWORDS {
+                for &key in ONE_OF_SIBLING_KEYWORDS {
                     if node.contains_key(key) {
                         violations.push(format!(
                             "{}.{key} is not supported beside oneOf",
@@ -192,7 +186,7 @@ fn enter<'a>(
         return;
     }
     if !has_type && !has_one_of {
-        for key in ONE_OF_SIBLING_KEYWORDS {
+        for &key in ONE_OF_SIBLING_KEYWORDS {
             if node.contains_key(key) {
                 violations.push(format!("{}.{key} requires type or oneOf", path()));
             }

@@ -80,10 +80,20 @@ impl<'a> Walk<'a> {
 /// (empty means valid). `root` labels the root: `""` renders as `arguments` and joins child keys
 /// without a leading dot. Total: any schema/value pair yields a list, never a panic.
 pub fn validate_value(schema: &Value, value: &Value, root: &str) -> Vec<String> {
+    validate_walk(schema, value, root, is_lossless(value))
+}
+
+/// [`validate_value`] for a value the caller already knows is lossless JSON (the pipeline
+/// checks arguments and outputs first), so it is not walked again for that.
+pub(crate) fn validate_lossless_value(schema: &Value, value: &Value, root: &str) -> Vec<String> {
+    validate_walk(schema, value, root, true)
+}
+
+fn validate_walk(schema: &Value, value: &Value, root: &str, lossless: bool) -> Vec<String> {
     let mut walk = Walk {
         root,
         frames: Vec::new(),
-        lossless: is_lossless(value),
+        lossless,
     };
     // The result of the frame (or leaf) just finished, handed to its parent.
     let mut pending = start(&mut walk, schema, value, Segment::Same);
@@ -173,7 +183,7 @@ fn start<'a>(
         return None;
     }
     let Some(type_name) = node.get("type").and_then(Value::as_str) else {
-        return Some(if is_lossless(value) {
+        return Some(if walk.lossless || is_lossless(value) {
             Vec::new()
         } else {
             vec![walk.quoted(segment, "must be a lossless JSON value")]
