@@ -183,8 +183,8 @@ pub(crate) async fn run(registry: Registry, input: ToolExecutionInput) -> Arc<To
     } = input;
     // 1. Creation: capture the finalizer, snapshot arguments, apply the collapse.
     let nested = parent.is_some();
-    let visible = registry.get(&name, agent.as_ref());
-    let collapsed = visible.is_some() && registry.collapses(&name, agent.as_ref(), nested);
+    let (visible, collapses) = registry.resolve_with_collapse(&name, agent.as_ref(), nested);
+    let collapsed = visible.is_some() && collapses;
     let finalizer: Option<Arc<FinalizeFn>> = if collapsed && !signal.is_aborted() {
         None
     } else {

@@ -289,6 +289,12 @@ impl RegistrationGuard {
     pub fn release(self) {}
 }
 
+/// The Code Mode collapse: under `Code`, a model-direct call to anything but `run_code` is
+/// refused as an unknown tool; calls from inside a program are not.
+fn collapses(mode: ToolMode, name: &str, nested: bool) -> bool {
+    !nested && name != RUN_CODE_NAME && mode == ToolMode::Code
+}
+
 /// Moves the entries registered under `id` out of `entries`.
 pub(crate) fn take_entries<T>(entries: &mut Vec<(u64, T)>, id: u64) -> Vec<(u64, T)> {
     let (taken, kept) = std::mem::take(entries)
@@ -568,7 +574,21 @@ impl Registry {
 
     /// Whether a model-direct call to `name` collapses to `UNKNOWN_TOOL` under Code Mode.
     pub fn collapses(&self, name: &str, scope: Option<&AgentScope>, nested: bool) -> bool {
-        !nested && name != RUN_CODE_NAME && self.mode_for(scope) == ToolMode::Code
+        collapses(self.mode_for(scope), name, nested)
+    }
+
+    /// The definition `scope` sees for `name`, and whether a call to it collapses; one look at
+    /// the registry for both.
+    pub(crate) fn resolve_with_collapse(
+        &self,
+        name: &str,
+        scope: Option<&AgentScope>,
+        nested: bool,
+    ) -> (Option<Arc<ToolDefinition>>, bool) {
+        let state = read(&self.inner.state);
+        let definition = state.resolve(name, scope, self.inner.default_mode);
+        let mode = state.mode_for(scope, self.inner.default_mode);
+        (definition, collapses(mode, name, nested))
     }
 
     /// The definition that may execute for a call (the collapse applied).
@@ -578,11 +598,10 @@ impl Registry {
         scope: Option<&AgentScope>,
         nested: bool,
     ) -> Option<Arc<ToolDefinition>> {
-        let state = read(&self.inner.state);
-        let definition = state.resolve(name, scope, self.inner.default_mode)?;
-        let code = state.mode_for(scope, self.inner.default_mode) == ToolMode::Code;
-        drop(state);
-        (nested || name == RUN_CODE_NAME || !code).then_some(definition)
+        match self.resolve_with_collapse(name, scope, nested) {
+            (definition, false) => definition,
+            (_, true) => None,
+        }
     }
 
     /// `Parallel` only when the visible, non-collapsed definition's classifier returns `true`.
