@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use codemode_runtime::tools::events::{read_jsonl, record};
 use codemode_runtime::tools::*;
 use serde_json::{json, Value};
-use tools_support::{echo, input, run};
+use tools_support::{echo, input, keep, run};
 
 /// A sink that keeps events in memory.
 #[derive(Default)]
@@ -102,15 +102,12 @@ async fn nested_calls_are_left_to_the_code_dispatch_events() {
 #[tokio::test]
 async fn jsonl_round_trips_every_event_kind() {
     let registry = Registry::new();
-    registry
-        .register(
-            tools_support::tool("boom", |_, _| async {
-                Err(ToolError::coded("X", "CODE", "bad"))
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tools_support::tool("boom", |_, _| async {
+            Err(ToolError::coded("X", "CODE", "bad"))
+        }),
+    );
     let buffer = SharedBuffer::default();
     let writer = Arc::new(JsonlWriter::new(buffer.clone()));
     let _recording = record(&registry, writer.clone());

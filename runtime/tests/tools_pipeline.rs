@@ -12,7 +12,7 @@ use codemode_runtime::signal::{AbortController, AbortSignal};
 use codemode_runtime::tools::schema::dsl::*;
 use codemode_runtime::tools::*;
 use serde_json::{json, Value};
-use tools_support::{echo, input, run, tool};
+use tools_support::{echo, input, keep, run, signalled, tool};
 
 type Log = Arc<Mutex<Vec<String>>>;
 
@@ -250,15 +250,12 @@ async fn returns_error_results_for_unknown_throwing_and_panicking_tools() {
         ("ToolNotFoundError", "UNKNOWN_TOOL")
     );
 
-    registry
-        .register(
-            tool("boom", |_, _| async {
-                Err(ToolError::new("deliberate failure"))
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("boom", |_, _| async {
+            Err(ToolError::new("deliberate failure"))
+        }),
+    );
     let result = run(&registry, "boom", json!({})).await;
     assert_eq!(
         result.error(),
@@ -269,29 +266,23 @@ async fn returns_error_results_for_unknown_throwing_and_panicking_tools() {
     );
     assert_eq!(result.text(), "Error: deliberate failure");
 
-    registry
-        .register(
-            tool("coded", |_, _| async {
-                Err(ToolError::coded("QuotaError", "QUOTA", "over quota"))
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("coded", |_, _| async {
+            Err(ToolError::coded("QuotaError", "QUOTA", "over quota"))
+        }),
+    );
     assert_eq!(
         run(&registry, "coded", json!({})).await.error_code(),
         Some("QUOTA")
     );
 
-    registry
-        .register(
-            tool("io", |_, _| async {
-                Err(std::io::Error::other("disk gone").into())
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("io", |_, _| async {
+            Err(std::io::Error::other("disk gone").into())
+        }),
+    );
     assert_eq!(
         run(&registry, "io", json!({}))
             .await
@@ -301,18 +292,15 @@ async fn returns_error_results_for_unknown_throwing_and_panicking_tools() {
         "disk gone"
     );
 
-    registry
-        .register(
-            tool("panics", |_, _| async {
-                if true {
-                    panic!("body exploded");
-                }
-                Ok(json!(1))
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("panics", |_, _| async {
+            if true {
+                panic!("body exploded");
+            }
+            Ok(json!(1))
+        }),
+    );
     assert_eq!(
         run(&registry, "panics", json!({}))
             .await
@@ -402,8 +390,7 @@ async fn non_lossless_arguments_fail_before_anything_else_even_when_pre_aborted(
     let registry = Registry::new();
     registry.register(echo("echo"), None).unwrap().keep();
     let result = registry
-        .execute(ToolExecutionInput::new(
-            "c",
+        .execute(signalled(
             "echo",
             json!({"x": -0.0}),
             AbortSignal::aborted_with("late"),
@@ -530,33 +517,27 @@ async fn ask_routes_through_the_approval_hook_with_four_outcomes() {
 
     assert!(!call(registry.clone(), agent.clone()).await.is_error());
     assert_eq!(entries(&asked), ["echo:call-1:Some(\"why\")"]);
-    *answer.lock().unwrap() = ApprovalOutcome::Rejected;
-    assert_eq!(
-        call(registry.clone(), agent.clone())
-            .await
-            .error()
-            .unwrap()
-            .message,
-        "the user rejected tool \"echo\""
-    );
-    *answer.lock().unwrap() = ApprovalOutcome::Cancelled;
-    assert_eq!(
-        call(registry.clone(), agent.clone())
-            .await
-            .error()
-            .unwrap()
-            .message,
-        "approval for tool \"echo\" was cancelled"
-    );
-    *answer.lock().unwrap() = ApprovalOutcome::Unavailable;
-    assert_eq!(
-        call(registry.clone(), agent.clone())
-            .await
-            .error()
-            .unwrap()
-            .message,
-        "tool \"echo\" requires approval, but no approval channel is available"
-    );
+    for (outcome, message) in [
+        (ApprovalOutcome::Rejected, "the user rejected tool \"echo\""),
+        (
+            ApprovalOutcome::Cancelled,
+            "approval for tool \"echo\" was cancelled",
+        ),
+        (
+            ApprovalOutcome::Unavailable,
+            "tool \"echo\" requires approval, but no approval channel is available",
+        ),
+    ] {
+        *answer.lock().unwrap() = outcome;
+        assert_eq!(
+            call(registry.clone(), agent.clone())
+                .await
+                .error()
+                .unwrap()
+                .message,
+            message
+        );
+    }
     let agentless = run(&registry, "echo", json!({})).await;
     assert_eq!(
         agentless.error().unwrap().message,
@@ -758,13 +739,10 @@ async fn post_execute_accept_replaces_content_and_value_replacement_rerenders() 
 #[tokio::test]
 async fn value_replacement_on_a_failed_result_is_an_error() {
     let registry = Registry::new();
-    registry
-        .register(
-            tool("boom", |_, _| async { Err(ToolError::new("x")) }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("boom", |_, _| async { Err(ToolError::new("x")) }),
+    );
     registry
         .on_post_execute(|_, _, _| async {
             Ok(PostDecision::AcceptValue {
@@ -882,16 +860,13 @@ async fn deferred_contexts_survive_a_failing_body_but_not_a_block() {
 #[tokio::test]
 async fn conclude_turn_marks_a_successful_result() {
     let registry = Registry::new();
-    registry
-        .register(
-            tool("done", |_, run_ctx| async move {
-                run_ctx.conclude_turn();
-                Ok(json!(true))
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("done", |_, run_ctx| async move {
+            run_ctx.conclude_turn();
+            Ok(json!(true))
+        }),
+    );
     let result = run(&registry, "done", json!({})).await;
     assert!(result.concludes_turn());
     assert_eq!(
@@ -905,19 +880,16 @@ async fn a_wrapper_short_circuit_is_validated_through_the_output_contract() {
     let registry = Registry::new();
     let bodies = Arc::new(AtomicUsize::new(0));
     let b = bodies.clone();
-    registry
-        .register(
-            ToolDefinition::builder("t")
-                .output(ToolOutput::text())
-                .execute(move |_, _| {
-                    b.fetch_add(1, Ordering::SeqCst);
-                    async { Ok(json!("body")) }
-                })
-                .build(),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        ToolDefinition::builder("t")
+            .output(ToolOutput::text())
+            .execute(move |_, _| {
+                b.fetch_add(1, Ordering::SeqCst);
+                async { Ok(json!("body")) }
+            })
+            .build(),
+    );
     let value = Arc::new(Mutex::new(json!("cached")));
     let v = value.clone();
     let _wrapper = registry.on_execute(move |_, _| {
@@ -974,8 +946,7 @@ async fn materializes_a_pre_aborted_call_without_entering_any_stage() {
         })
         .keep();
     let result = registry
-        .execute(ToolExecutionInput::new(
-            "c",
+        .execute(signalled(
             "echo",
             json!({}),
             AbortSignal::aborted_with("too-late"),
@@ -997,16 +968,13 @@ async fn skips_dispatch_when_cancellation_arrives_while_pre_execute_awaits() {
     let registry = Registry::new();
     let bodies = Arc::new(AtomicUsize::new(0));
     let b = bodies.clone();
-    registry
-        .register(
-            tool("t", move |_, _| {
-                b.fetch_add(1, Ordering::SeqCst);
-                async { Ok(json!(1)) }
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("t", move |_, _| {
+            b.fetch_add(1, Ordering::SeqCst);
+            async { Ok(json!(1)) }
+        }),
+    );
     let caller = Arc::new(AbortController::new());
     let c = caller.clone();
     registry
@@ -1019,12 +987,7 @@ async fn skips_dispatch_when_cancellation_arrives_while_pre_execute_awaits() {
         })
         .keep();
     let result = registry
-        .execute(ToolExecutionInput::new(
-            "c",
-            "t",
-            json!({}),
-            caller.signal(),
-        ))
+        .execute(signalled("t", json!({}), caller.signal()))
         .await;
     assert_eq!(result.error_code(), Some("ABORTED_BEFORE_DISPATCH"));
     assert_eq!(bodies.load(Ordering::SeqCst), 0);
@@ -1047,12 +1010,7 @@ async fn a_denial_settling_after_cancellation_stays_a_denial() {
         })
         .keep();
     let result = registry
-        .execute(ToolExecutionInput::new(
-            "c",
-            "echo",
-            json!({}),
-            caller.signal(),
-        ))
+        .execute(signalled("echo", json!({}), caller.signal()))
         .await;
     assert_eq!(result.error().unwrap().message, "denied");
 }
@@ -1070,12 +1028,7 @@ async fn uses_aborted_before_dispatch_when_cancellation_overtakes_a_wrapper_shor
         })
         .keep();
     let result = registry
-        .execute(ToolExecutionInput::new(
-            "c",
-            "echo",
-            json!({}),
-            caller.signal(),
-        ))
+        .execute(signalled("echo", json!({}), caller.signal()))
         .await;
     assert_eq!(result.error_code(), Some("ABORTED_BEFORE_DISPATCH"));
 }
@@ -1085,27 +1038,19 @@ async fn replaces_a_late_body_success_with_aborted_and_keeps_deferred_contexts()
     let registry = Registry::new();
     let caller = Arc::new(AbortController::new());
     let c = caller.clone();
-    registry
-        .register(
-            tool("t", move |_, run_ctx| {
-                let c = c.clone();
-                async move {
-                    run_ctx.defer_context(ctx("deferred"));
-                    c.abort("user-cancel");
-                    Ok(json!("done anyway"))
-                }
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("t", move |_, run_ctx| {
+            let c = c.clone();
+            async move {
+                run_ctx.defer_context(ctx("deferred"));
+                c.abort("user-cancel");
+                Ok(json!("done anyway"))
+            }
+        }),
+    );
     let result = registry
-        .execute(ToolExecutionInput::new(
-            "c",
-            "t",
-            json!({}),
-            caller.signal(),
-        ))
+        .execute(signalled("t", json!({}), caller.signal()))
         .await;
     assert_eq!(result.error_code(), Some("ABORTED"));
     assert_eq!(result.text(), "Error: tool call aborted");
@@ -1115,23 +1060,15 @@ async fn replaces_a_late_body_success_with_aborted_and_keeps_deferred_contexts()
 #[tokio::test]
 async fn a_tool_owned_failure_after_cancellation_keeps_its_message() {
     let registry = Registry::new();
-    registry
-        .register(
-            tool("t", |_, run_ctx| async move {
-                let reason = run_ctx.signal().aborted().await;
-                Err(ToolError::new(format!("stopped: {reason}")))
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("t", |_, run_ctx| async move {
+            let reason = run_ctx.signal().aborted().await;
+            Err(ToolError::new(format!("stopped: {reason}")))
+        }),
+    );
     let caller = AbortController::new();
-    let pending = registry.execute(ToolExecutionInput::new(
-        "c",
-        "t",
-        json!({}),
-        caller.signal(),
-    ));
+    let pending = registry.execute(signalled("t", json!({}), caller.signal()));
     let result = tokio::join!(pending, async {
         tokio::task::yield_now().await;
         caller.abort("user-cancel");
@@ -1157,12 +1094,7 @@ async fn replaces_a_late_post_execute_success_with_aborted() {
         })
         .keep();
     let result = registry
-        .execute(ToolExecutionInput::new(
-            "c",
-            "echo",
-            json!({}),
-            caller.signal(),
-        ))
+        .execute(signalled("echo", json!({}), caller.signal()))
         .await;
     assert_eq!(result.error_code(), Some("ABORTED"));
     assert_eq!(contexts(&result), ["post"]);
@@ -1181,12 +1113,7 @@ async fn a_post_policy_failure_after_cancellation_stays() {
         })
         .keep();
     let result = registry
-        .execute(ToolExecutionInput::new(
-            "c",
-            "echo",
-            json!({}),
-            caller.signal(),
-        ))
+        .execute(signalled("echo", json!({}), caller.signal()))
         .await;
     assert_eq!(result.error().unwrap().message, "post failed");
 }
@@ -1194,16 +1121,13 @@ async fn a_post_policy_failure_after_cancellation_stays() {
 #[tokio::test]
 async fn fuses_caller_cancellation_back_into_a_wrapper_replacement() {
     let registry = Registry::new();
-    registry
-        .register(
-            tool("t", |_, run_ctx| async move {
-                let reason = run_ctx.signal().aborted().await;
-                Ok(json!(reason))
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("t", |_, run_ctx| async move {
+            let reason = run_ctx.signal().aborted().await;
+            Ok(json!(reason))
+        }),
+    );
     let replaced = Arc::new(Mutex::new(None));
     let r = replaced.clone();
     registry
@@ -1215,12 +1139,7 @@ async fn fuses_caller_cancellation_back_into_a_wrapper_replacement() {
         })
         .keep();
     let caller = AbortController::new();
-    let pending = registry.execute(ToolExecutionInput::new(
-        "c",
-        "t",
-        json!({}),
-        caller.signal(),
-    ));
+    let pending = registry.execute(signalled("t", json!({}), caller.signal()));
     let result = tokio::join!(pending, async {
         tokio::task::yield_now().await;
         caller.abort("user-cancel");
@@ -1240,16 +1159,13 @@ async fn skips_dispatch_when_a_wrapper_supplies_an_already_aborted_signal() {
     let registry = Registry::new();
     let bodies = Arc::new(AtomicUsize::new(0));
     let b = bodies.clone();
-    registry
-        .register(
-            tool("t", move |_, _| {
-                b.fetch_add(1, Ordering::SeqCst);
-                async { Ok(json!(1)) }
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("t", move |_, _| {
+            b.fetch_add(1, Ordering::SeqCst);
+            async { Ok(json!(1)) }
+        }),
+    );
     registry
         .on_execute(|_, next| next.run(AbortSignal::aborted_with("wrapper")))
         .keep();
@@ -1263,27 +1179,19 @@ async fn waits_for_an_uncooperative_started_body_before_returning_aborted() {
     let registry = Registry::new();
     let finished = Arc::new(AtomicUsize::new(0));
     let f = finished.clone();
-    registry
-        .register(
-            tool("slow", move |_, _| {
-                let f = f.clone();
-                async move {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    f.store(1, Ordering::SeqCst);
-                    Ok(json!(1))
-                }
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("slow", move |_, _| {
+            let f = f.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                f.store(1, Ordering::SeqCst);
+                Ok(json!(1))
+            }
+        }),
+    );
     let caller = AbortController::new();
-    let pending = registry.execute(ToolExecutionInput::new(
-        "c",
-        "slow",
-        json!({}),
-        caller.signal(),
-    ));
+    let pending = registry.execute(signalled("slow", json!({}), caller.signal()));
     let result = tokio::join!(pending, async {
         tokio::task::yield_now().await;
         caller.abort("user-cancel");
@@ -1380,25 +1288,22 @@ async fn call_identity_is_immutable_and_root_defaults_to_the_call_id() {
     let registry = Registry::new();
     let identity = log();
     let i = identity.clone();
-    registry
-        .register(
-            tool("t", move |args, run_ctx| {
-                push(
-                    &i,
-                    format!(
-                        "{}|{}|{}|{}",
-                        run_ctx.call_id(),
-                        run_ctx.root_call_id(),
-                        run_ctx.name(),
-                        args
-                    ),
-                );
-                async { Ok(json!(1)) }
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("t", move |args, run_ctx| {
+            push(
+                &i,
+                format!(
+                    "{}|{}|{}|{}",
+                    run_ctx.call_id(),
+                    run_ctx.root_call_id(),
+                    run_ctx.name(),
+                    args
+                ),
+            );
+            async { Ok(json!(1)) }
+        }),
+    );
     run(&registry, "t", json!({"a": 1})).await;
     registry
         .execute(input("t", json!({})).root_call_id("root-9"))

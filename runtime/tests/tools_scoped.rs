@@ -10,7 +10,7 @@ use codemode_runtime::signal::AbortSignal;
 use codemode_runtime::tools::schema::dsl::*;
 use codemode_runtime::tools::*;
 use serde_json::json;
-use tools_support::{echo, input, run};
+use tools_support::{echo, input, keep, run, signalled};
 
 fn names(registry: &Registry, scope: Option<&AgentScope>) -> Vec<String> {
     registry
@@ -326,18 +326,15 @@ async fn one_token_and_one_argument_snapshot_are_shared_across_the_pipeline() {
     let registry = Registry::new();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    registry
-        .register(
-            tools_support::tool("t", move |args, run_ctx| {
-                s.lock()
-                    .unwrap()
-                    .push((run_ctx.token(), Arc::as_ptr(&args) as usize));
-                async { Ok(json!(1)) }
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tools_support::tool("t", move |args, run_ctx| {
+            s.lock()
+                .unwrap()
+                .push((run_ctx.token(), Arc::as_ptr(&args) as usize));
+            async { Ok(json!(1)) }
+        }),
+    );
     let s = seen.clone();
     registry
         .on_pre_execute(move |call, next| {
@@ -389,16 +386,13 @@ async fn a_model_direct_call_under_code_mode_collapses_to_unknown_tool() {
     let registry = Registry::with_mode(ToolMode::Code);
     let bodies = Arc::new(Mutex::new(0));
     let b = bodies.clone();
-    registry
-        .register(
-            tools_support::tool("write", move |_, _| {
-                *b.lock().unwrap() += 1;
-                async { Ok(json!(1)) }
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tools_support::tool("write", move |_, _| {
+            *b.lock().unwrap() += 1;
+            async { Ok(json!(1)) }
+        }),
+    );
     let pre = Arc::new(Mutex::new(0));
     let p = pre.clone();
     registry
@@ -420,8 +414,7 @@ async fn a_model_direct_call_under_code_mode_collapses_to_unknown_tool() {
     assert_eq!((*pre.lock().unwrap(), *bodies.lock().unwrap()), (0, 0));
     // Pre-aborted: the abort wins over the collapse.
     let aborted = registry
-        .execute(ToolExecutionInput::new(
-            "c",
+        .execute(signalled(
             "write",
             json!({}),
             AbortSignal::aborted_with("x"),

@@ -9,7 +9,7 @@ use codemode_runtime::signal::{AbortController, AbortSignal};
 use codemode_runtime::tools::plugins::timeout;
 use codemode_runtime::tools::*;
 use serde_json::json;
-use tools_support::{run, tool};
+use tools_support::{keep, run, signalled, tool};
 
 fn timed(
     name: &str,
@@ -53,24 +53,16 @@ async fn delegates_untouched_without_a_budget() {
     timeout::install(&registry).keep();
     let seen = Arc::new(Mutex::new(None));
     let s = seen.clone();
-    registry
-        .register(
-            tool("plain", move |_, run_ctx| {
-                *s.lock().unwrap() = Some(run_ctx.signal().clone());
-                async { Ok(json!(1)) }
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        tool("plain", move |_, run_ctx| {
+            *s.lock().unwrap() = Some(run_ctx.signal().clone());
+            async { Ok(json!(1)) }
+        }),
+    );
     let caller = AbortController::new();
     let result = registry
-        .execute(ToolExecutionInput::new(
-            "c",
-            "plain",
-            json!({}),
-            caller.signal(),
-        ))
+        .execute(signalled("plain", json!({}), caller.signal()))
         .await;
     assert!(!result.is_error());
     assert!(
@@ -89,16 +81,13 @@ async fn the_body_sees_the_derived_signal_and_post_execute_sees_the_callers() {
     timeout::install(&registry).keep();
     let body_signal = Arc::new(Mutex::new(None));
     let b = body_signal.clone();
-    registry
-        .register(
-            timed("t", Duration::from_millis(50), move |_, run_ctx| {
-                *b.lock().unwrap() = Some(run_ctx.signal().clone());
-                Box::pin(async { Ok(json!(1)) })
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        timed("t", Duration::from_millis(50), move |_, run_ctx| {
+            *b.lock().unwrap() = Some(run_ctx.signal().clone());
+            Box::pin(async { Ok(json!(1)) })
+        }),
+    );
     let post_signal = Arc::new(Mutex::new(None));
     let p = post_signal.clone();
     registry
@@ -109,12 +98,7 @@ async fn the_body_sees_the_derived_signal_and_post_execute_sees_the_callers() {
         .keep();
     let caller = AbortController::new();
     let result = registry
-        .execute(ToolExecutionInput::new(
-            "c",
-            "t",
-            json!({}),
-            caller.signal(),
-        ))
+        .execute(signalled("t", json!({}), caller.signal()))
         .await;
     assert!(!result.is_error());
     assert!(!body_signal
@@ -135,17 +119,14 @@ async fn the_body_sees_the_derived_signal_and_post_execute_sees_the_callers() {
 async fn tool_timeout_replaces_a_provider_abort_error() {
     let registry = Registry::new();
     timeout::install(&registry).keep();
-    registry
-        .register(
-            timed(
-                "slow",
-                Duration::from_millis(50),
-                cooperative(Duration::from_secs(10)),
-            ),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        timed(
+            "slow",
+            Duration::from_millis(50),
+            cooperative(Duration::from_secs(10)),
+        ),
+    );
     let started = tokio::time::Instant::now();
     let result = run(&registry, "slow", json!({})).await;
     assert!(
@@ -168,18 +149,15 @@ async fn tool_timeout_replaces_a_provider_abort_error() {
 async fn tool_timeout_replaces_a_cooperative_success_after_the_deadline() {
     let registry = Registry::new();
     timeout::install(&registry).keep();
-    registry
-        .register(
-            timed("ignores", Duration::from_millis(20), |_, run_ctx| {
-                Box::pin(async move {
-                    run_ctx.signal().aborted().await;
-                    Ok(json!("finished anyway"))
-                })
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        timed("ignores", Duration::from_millis(20), |_, run_ctx| {
+            Box::pin(async move {
+                run_ctx.signal().aborted().await;
+                Ok(json!("finished anyway"))
+            })
+        }),
+    );
     assert_eq!(
         run(&registry, "ignores", json!({})).await.error_code(),
         Some("TOOL_TIMEOUT")
@@ -190,86 +168,53 @@ async fn tool_timeout_replaces_a_cooperative_success_after_the_deadline() {
 async fn a_fast_body_is_untouched() {
     let registry = Registry::new();
     timeout::install(&registry).keep();
-    registry
-        .register(
-            timed(
-                "fast",
-                Duration::from_secs(1),
-                cooperative(Duration::from_millis(10)),
-            ),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        timed(
+            "fast",
+            Duration::from_secs(1),
+            cooperative(Duration::from_millis(10)),
+        ),
+    );
     assert_eq!(
         run(&registry, "fast", json!({})).await.value(),
         Some(&json!("done"))
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_caller_abort_that_comes_first_stays_aborted() {
+/// A tool with a `budget_ms` timeout that waits for its signal, then keeps working `work_ms`;
+/// its caller aborts at `abort_at_ms`. Returns how the call ended.
+async fn race(budget_ms: u64, work_ms: u64, abort_at_ms: u64) -> Arc<ToolExecutionResult> {
     let registry = Registry::new();
     timeout::install(&registry).keep();
-    registry
-        .register(
-            timed("t", Duration::from_millis(100), |_, run_ctx| {
-                Box::pin(async move {
-                    run_ctx.signal().aborted().await;
-                    // Keep working past the deadline: the caller's abort still came first.
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    Ok(json!("late"))
-                })
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
+    keep(
+        &registry,
+        timed("t", Duration::from_millis(budget_ms), move |_, run_ctx| {
+            Box::pin(async move {
+                run_ctx.signal().aborted().await;
+                tokio::time::sleep(Duration::from_millis(work_ms)).await;
+                Ok(json!("late"))
+            })
+        }),
+    );
     let caller = AbortController::new();
-    let pending = registry.execute(ToolExecutionInput::new(
-        "c",
-        "t",
-        json!({}),
-        caller.signal(),
-    ));
-    let result = tokio::join!(pending, async {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    let pending = registry.execute(signalled("t", json!({}), caller.signal()));
+    tokio::join!(pending, async {
+        tokio::time::sleep(Duration::from_millis(abort_at_ms)).await;
         caller.abort("user-cancel");
     })
-    .0;
-    assert_eq!(result.error_code(), Some("ABORTED"));
+    .0
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_abort_that_comes_first_stays_aborted() {
+    // Keep working past the deadline: the caller's abort still came first.
+    assert_eq!(race(100, 500, 10).await.error_code(), Some("ABORTED"));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_deadline_that_comes_first_stays_tool_timeout_after_a_later_caller_abort() {
-    let registry = Registry::new();
-    timeout::install(&registry).keep();
-    registry
-        .register(
-            timed("t", Duration::from_millis(10), |_, run_ctx| {
-                Box::pin(async move {
-                    run_ctx.signal().aborted().await;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    Ok(json!("late"))
-                })
-            }),
-            None,
-        )
-        .unwrap()
-        .keep();
-    let caller = AbortController::new();
-    let pending = registry.execute(ToolExecutionInput::new(
-        "c",
-        "t",
-        json!({}),
-        caller.signal(),
-    ));
-    let result = tokio::join!(pending, async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        caller.abort("user-cancel");
-    })
-    .0;
-    assert_eq!(result.error_code(), Some("TOOL_TIMEOUT"));
+    assert_eq!(race(10, 100, 50).await.error_code(), Some("TOOL_TIMEOUT"));
 }
 
 #[tokio::test(start_paused = true)]

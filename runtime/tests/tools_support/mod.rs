@@ -56,3 +56,13 @@ pub fn input(name: &str, arguments: Value) -> ToolExecutionInput {
 pub async fn run(registry: &Registry, name: &str, arguments: Value) -> Arc<ToolExecutionResult> {
     registry.execute(input(name, arguments)).await
 }
+
+/// Registers `definition` at the root for the rest of the test.
+pub fn keep(registry: &Registry, definition: ToolDefinition) {
+    registry.register(definition, None).unwrap().keep();
+}
+
+/// A call to `name` that listens to `signal` (call id `"c"`).
+pub fn signalled(name: &str, arguments: Value, signal: AbortSignal) -> ToolExecutionInput {
+    ToolExecutionInput::new("c", name, arguments, signal)
+}
