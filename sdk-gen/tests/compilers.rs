@@ -80,6 +80,53 @@ fn run(command: &mut Command) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}; {INSTALL_HINT}"))
 }
 
+/// Writes each program as `<prefix>_<stem>.<ext>`: its tools' SDK followed by the program,
+/// laid out by `module`.
+fn write_programs(
+    dir: &Path,
+    programs: &[Program],
+    language: Language,
+    prefix: &str,
+    ext: &str,
+    module: fn(&str, Option<&str>) -> String,
+) -> Vec<PathBuf> {
+    programs
+        .iter()
+        .map(|program| {
+            let sdk = sdk_code(&program.tools, language);
+            let name = format!("{prefix}_{}.{ext}", program.file_stem);
+            write(dir, &name, &module(&sdk, Some(&program.body)))
+        })
+        .collect()
+}
+
+/// Every failing program is reported, on a line naming its file (`located`), with the error its
+/// `expect:` header names (`error_for`).
+fn assert_failed_as_expected(
+    failing: &[Program],
+    report: &str,
+    checker: &str,
+    located: impl Fn(&str) -> String,
+    error_for: impl Fn(&str) -> String,
+) {
+    for program in failing {
+        let expect = program
+            .expect
+            .as_deref()
+            .unwrap_or_else(|| panic!("{} has no `expect:` header", program.file_stem));
+        let name = located(&program.file_stem);
+        let error = error_for(expect);
+        let matched = report
+            .lines()
+            .any(|line| line.contains(&name) && line.contains(&error));
+        assert!(
+            matched,
+            "{}: expected {error}, {checker} said:\n{report}",
+            program.file_stem
+        );
+    }
+}
+
 fn text_of(output: &Output) -> String {
     format!(
         "{}{}",
@@ -133,15 +180,14 @@ fn typescript_sdks_and_passing_programs_type_check_strictly() {
     }
     let passing = programs("typescript", "pass", "//");
     assert!(passing.len() >= 2, "too few passing TypeScript programs");
-    for program in &passing {
-        let sdk = sdk_code(&program.tools, Language::TypeScript);
-        let text = typescript_module(&sdk, Some(&program.body));
-        files.push(write(
-            dir.path(),
-            &format!("pass_{}.ts", program.file_stem),
-            &text,
-        ));
-    }
+    files.extend(write_programs(
+        dir.path(),
+        &passing,
+        Language::TypeScript,
+        "pass",
+        "ts",
+        typescript_module,
+    ));
     let output = run(tsc().args(&files));
     assert!(
         output.status.success(),
@@ -155,34 +201,27 @@ fn typescript_programs_that_misuse_the_sdk_are_rejected_for_the_expected_reason(
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("no temp dir: {e}"));
     let failing = programs("typescript", "fail", "//");
     assert!(failing.len() >= 3, "too few failing TypeScript programs");
-    let mut files = Vec::new();
-    for program in &failing {
-        let sdk = sdk_code(&program.tools, Language::TypeScript);
-        let text = typescript_module(&sdk, Some(&program.body));
-        let name = format!("fail_{}.ts", program.file_stem);
-        files.push(write(dir.path(), &name, &text));
-    }
+    let files = write_programs(
+        dir.path(),
+        &failing,
+        Language::TypeScript,
+        "fail",
+        "ts",
+        typescript_module,
+    );
     let output = run(tsc().current_dir(dir.path()).args(&files));
     let report = text_of(&output);
     assert!(
         !output.status.success(),
         "tsc accepted every failing program:\n{report}"
     );
-    for program in &failing {
-        let expect = program
-            .expect
-            .as_deref()
-            .unwrap_or_else(|| panic!("{} has no `expect:` header", program.file_stem));
-        let name = format!("fail_{}.ts(", program.file_stem);
-        let matched = report
-            .lines()
-            .any(|line| line.contains(&name) && line.contains(&format!("error {expect}:")));
-        assert!(
-            matched,
-            "{}: expected error {expect}, tsc said:\n{report}",
-            program.file_stem
-        );
-    }
+    assert_failed_as_expected(
+        &failing,
+        &report,
+        "tsc",
+        |stem| format!("fail_{stem}.ts("),
+        |expect| format!("error {expect}:"),
+    );
 }
 
 // Python
@@ -208,6 +247,15 @@ fn mypy() -> Command {
         "3.11",
     ]);
     command
+}
+
+fn assert_python_compiles(files: &[PathBuf]) {
+    let compiled = run(python().args(["-m", "py_compile"]).args(files));
+    assert!(
+        compiled.status.success(),
+        "py_compile failed:\n{}",
+        text_of(&compiled)
+    );
 }
 
 /// A module holding the SDK and, optionally, a program as the body of an async function.
@@ -242,22 +290,15 @@ fn python_sdks_and_passing_programs_compile_and_type_check_strictly() {
     }
     let passing = programs("python", "pass", "#");
     assert!(passing.len() >= 2, "too few passing Python programs");
-    for program in &passing {
-        let sdk = sdk_code(&program.tools, Language::Python);
-        let text = python_module(&sdk, Some(&program.body));
-        files.push(write(
-            dir.path(),
-            &format!("pass_{}.py", program.file_stem),
-            &text,
-        ));
-    }
-
-    let compiled = run(python().args(["-m", "py_compile"]).args(&files));
-    assert!(
-        compiled.status.success(),
-        "py_compile failed:\n{}",
-        text_of(&compiled)
-    );
+    files.extend(write_programs(
+        dir.path(),
+        &passing,
+        Language::Python,
+        "pass",
+        "py",
+        python_module,
+    ));
+    assert_python_compiles(&files);
 
     let checked = run(mypy().current_dir(dir.path()).args(&files));
     assert!(
@@ -272,22 +313,15 @@ fn python_programs_that_misuse_the_sdk_are_rejected_for_the_expected_reason() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("no temp dir: {e}"));
     let failing = programs("python", "fail", "#");
     assert!(failing.len() >= 3, "too few failing Python programs");
-    let mut files = Vec::new();
-    for program in &failing {
-        let sdk = sdk_code(&program.tools, Language::Python);
-        let text = python_module(&sdk, Some(&program.body));
-        files.push(write(
-            dir.path(),
-            &format!("fail_{}.py", program.file_stem),
-            &text,
-        ));
-    }
-    let compiled = run(python().args(["-m", "py_compile"]).args(&files));
-    assert!(
-        compiled.status.success(),
-        "py_compile failed:\n{}",
-        text_of(&compiled)
+    let files = write_programs(
+        dir.path(),
+        &failing,
+        Language::Python,
+        "fail",
+        "py",
+        python_module,
     );
+    assert_python_compiles(&files);
 
     let checked = run(mypy().current_dir(dir.path()).args(&files));
     let report = text_of(&checked);
@@ -295,19 +329,11 @@ fn python_programs_that_misuse_the_sdk_are_rejected_for_the_expected_reason() {
         !checked.status.success(),
         "mypy accepted every failing program:\n{report}"
     );
-    for program in &failing {
-        let expect = program
-            .expect
-            .as_deref()
-            .unwrap_or_else(|| panic!("{} has no `expect:` header", program.file_stem));
-        let name = format!("fail_{}.py:", program.file_stem);
-        let matched = report
-            .lines()
-            .any(|line| line.contains(&name) && line.contains(&format!("[{expect}]")));
-        assert!(
-            matched,
-            "{}: expected mypy error [{expect}], mypy said:\n{report}",
-            program.file_stem
-        );
-    }
+    assert_failed_as_expected(
+        &failing,
+        &report,
+        "mypy",
+        |stem| format!("fail_{stem}.py:"),
+        |expect| format!("[{expect}]"),
+    );
 }
