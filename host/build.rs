@@ -1,6 +1,11 @@
 //! Builds the guest (`../guest`) for `wasm32-wasip1` so that `cargo build` alone produces a
 //! complete host. The nested cargo gets its own target directory (two cargo processes on one
 //! directory wait on each other's lock forever) and none of the host's compiler flags.
+//!
+//! A toolchain installed before `rust-toolchain.toml` named the `wasm32-wasip1` target does not
+//! have it; the target is added with rustup (or the build stops at once with the command
+//! that adds it), rather than failing deep inside the guest build with `can't find crate for
+//! core`.
 
 use std::env;
 use std::fs;
@@ -25,6 +30,8 @@ fn main() {
     let target_dir = env::var_os("CODEMODE_GUEST_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| shared_guest_target(&out_dir));
+
+    ensure_wasm_target();
 
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
@@ -74,6 +81,50 @@ fn main() {
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     println!("cargo:rustc-env=CODEMODE_GUEST_WASM={}", copy.display());
     println!("cargo:rustc-env=CODEMODE_GUEST_SHA256={hex}");
+}
+
+const GUEST_TARGET: &str = "wasm32-wasip1";
+
+/// Where the compiler keeps the guest target's standard library, if it has one.
+fn target_sysroot() -> Option<PathBuf> {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let output = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()?;
+    let sysroot = String::from_utf8(output.stdout).ok()?;
+    Some(
+        PathBuf::from(sysroot.trim())
+            .join("lib")
+            .join("rustlib")
+            .join(GUEST_TARGET),
+    )
+}
+
+/// Adds the guest's target to the toolchain when it lacks it, or stops with the fix.
+fn ensure_wasm_target() {
+    let Some(target_lib) = target_sysroot() else {
+        return; // Not knowing the sysroot, let the guest build speak for itself.
+    };
+    if target_lib.is_dir() {
+        return;
+    }
+    let toolchain = env::var("RUSTUP_TOOLCHAIN").ok();
+    let mut add = vec!["target", "add", GUEST_TARGET];
+    if let Some(toolchain) = toolchain.as_deref() {
+        add.extend(["--toolchain", toolchain]);
+    }
+    let fix = format!("rustup {}", add.join(" "));
+    println!("cargo:warning=this toolchain lacks the {GUEST_TARGET} target the sandbox guest is built for; running `{fix}`");
+    let added = Command::new("rustup")
+        .args(&add)
+        .status()
+        .is_ok_and(|status| status.success());
+    if !added || !target_lib.is_dir() {
+        panic!(
+            "the sandbox guest is built for {GUEST_TARGET}, which this Rust toolchain does not have, and adding it failed; add it with:\n\n    {fix}\n"
+        );
+    }
 }
 
 /// `<target>/[<triple>/]<profile>/build/<pkg>/out` → `<target>/guest`, shared by every profile.

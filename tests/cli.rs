@@ -65,7 +65,13 @@ fn the_example_program_runs_with_the_built_in_tools() {
         json_of(&out),
         json!({
             "logs": ["point { x: 1, y: 2 }", "fail failed: deliberate failure"],
-            "result": {"echoed": {"greeting": "hello"}, "naps": [{"slept": 50}, {"slept": 50}]}
+            "result": {"echoed": {"greeting": "hello"}, "naps": [{"slept": 50}, {"slept": 50}]},
+            "calls": [
+                {"subCallId": "run:code:1", "tool": "echo", "outcome": "resolved"},
+                {"subCallId": "run:code:2", "tool": "sleep", "outcome": "resolved"},
+                {"subCallId": "run:code:3", "tool": "sleep", "outcome": "resolved"},
+                {"subCallId": "run:code:4", "tool": "fail", "outcome": "rejected"},
+            ]
         })
     );
 }
@@ -83,7 +89,7 @@ fn people_get_logs_then_the_result() {
 #[test]
 fn no_result_key_when_nothing_is_returned() {
     let out = run_with_stdin(&["run", "--json", "-"], "console.log('x');");
-    assert_eq!(json_of(&out), json!({"logs": ["x"]}));
+    assert_eq!(json_of(&out), json!({"logs": ["x"], "calls": []}));
 }
 
 #[test]
@@ -95,7 +101,7 @@ fn a_program_failure_exits_one_with_a_typed_error() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         json_of(&out),
-        json!({"logs": [], "error": {"kind": "exception", "message": "Error: boom", "line": 2, "column": 9}})
+        json!({"logs": [], "error": {"kind": "exception", "message": "Error: boom", "line": 2, "column": 9}, "calls": []})
     );
     let human = run_with_stdin(&["run"], "const a = 1;\n  throw new Error('boom');");
     assert_eq!(human.status.code(), Some(1));

@@ -1,4 +1,7 @@
-//! Shared helpers for the end-to-end suites: build a runtime, bind tools, run a program.
+//! Shared helpers for the end-to-end suites: build a runtime, bind tools, run a program; and
+//! (in [`harness`]) a Code Mode registry over the real runtime.
+
+pub mod harness;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

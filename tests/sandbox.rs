@@ -755,3 +755,33 @@ async fn json_parse_agrees_with_node_on_generated_texts() {
         "the cases mix valid and invalid texts ({valid} valid)"
     );
 }
+
+#[tokio::test]
+async fn a_binding_started_before_a_busy_loop_makes_progress_during_it() {
+    let finished_at = Arc::new(std::sync::Mutex::new(None));
+    let stamp = finished_at.clone();
+    let quick = codemode_runtime::code::binding(move |_, _| {
+        let stamp = stamp.clone();
+        async move {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            *stamp.lock().unwrap() = Some(std::time::Instant::now());
+            Ok(json!("done"))
+        }
+    });
+    let started = std::time::Instant::now();
+    let r = run_on(
+        &runtime(),
+        "const p = tools.quick({}); const t = Date.now(); while (Date.now() - t < 1500) {} return await p;",
+        vec![tools(vec![("quick", quick)])],
+        None,
+    )
+    .await;
+    assert_eq!(value(&r), json!("done"));
+    let finished = finished_at.lock().unwrap().expect("the binding ran");
+    // Polled only at the next wait, the binding would not even start before 1.5 s.
+    assert!(
+        finished.duration_since(started) < std::time::Duration::from_millis(1_000),
+        "the call waited for the busy loop: {:?}",
+        finished.duration_since(started)
+    );
+}

@@ -6,8 +6,10 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use codemode_host::{builtins, strip, Budgets, RunMetrics, WasmCodeRuntime};
-use codemode_runtime::code::{BindingNamespace, RunRequest};
+use std::collections::BTreeMap;
+
+use codemode_host::{strip, Budgets, RunMetrics, WasmCodeRuntime};
+use codemode_runtime::code::{binding, BindingNamespace, RunRequest};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 const TYPED_PROGRAM: &str = r#"
@@ -40,6 +42,18 @@ fn request(program: &str, bindings: Vec<BindingNamespace>) -> RunRequest {
         program: program.into(),
         bindings,
         signal: None,
+    }
+}
+
+/// A raw `echo` binding: the bridge alone, no registry or pipeline.
+fn echo_namespace() -> BindingNamespace {
+    BindingNamespace {
+        global: "tools".into(),
+        functions: BTreeMap::from([(
+            "echo".to_owned(),
+            binding(|args, _| async move { Ok(args) }),
+        )]),
+        error_class: None,
     }
 }
 
@@ -84,11 +98,11 @@ fn hot_paths(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let with_calls = run(
                 &format!("for (let i = 0; i < {iters}; i++) await tools.echo({{ i }});"),
-                vec![builtins::namespace(".")],
+                vec![echo_namespace()],
             );
             let without = run(
                 &format!("for (let i = 0; i < {iters}; i++) ({{ i }});"),
-                vec![builtins::namespace(".")],
+                vec![echo_namespace()],
             );
             with_calls.total.saturating_sub(without.total)
         })

@@ -1,18 +1,27 @@
-//! The built-in tools `codemode run` binds as `tools`: `echo`, `sleep`, `fail`, and read-only
-//! `read_file` / `list_dir` confined to a root directory.
+//! The built-in tools of `codemode run`, as ordinary registered tools: `echo`, `sleep`, `fail`,
+//! and read-only `read_file` / `list_dir` confined to a root directory.
+//!
+//! `sleep`, `read_file` and `list_dir` are concurrency-safe (calls overlap under
+//! `Promise.all`); `echo` and `fail` are exclusive: they stand in for tools with side effects,
+//! which run one at a time.
 //!
 //! File access goes through capability handles (`cap-std`): every path is resolved beneath the
 //! root's directory handle, so `..`, absolute paths and symlinks that leave the root are refused
 //! by construction, not by string checks.
 
-use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use codemode_runtime::code::{binding, BindingFn, BindingNamespace, ErrorClass};
+use codemode_runtime::json;
+use codemode_runtime::tools::schema::dsl::{array, number, object, string, Annotate, Parameters};
+use codemode_runtime::tools::{
+    codes, ContentBlock, RegistrationGuard, Registry, RegistryError, Schema, ToolDefinition,
+    ToolError, ToolOutput,
+};
 use serde_json::{json, Value};
 
 /// Largest file `read_file` returns.
@@ -20,213 +29,222 @@ pub const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 /// Longest `sleep`.
 pub const MAX_SLEEP_MS: u64 = 24 * 60 * 60 * 1000;
 
-fn string_arg(args: &Value, key: &str) -> Result<String, String> {
-    match args.get(key) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(_) => Err(format!("invalid arguments: \"{key}\" must be a string")),
-        None => Err(format!(
-            "invalid arguments: missing required property \"{key}\""
-        )),
-    }
+/// Content for the model: strings as they are, anything else as JSON.
+fn render(_args: &Value, value: &Value) -> Result<Vec<ContentBlock>, ToolError> {
+    Ok(vec![ContentBlock::text(match value {
+        Value::String(text) => text.clone(),
+        other => json::to_string(other),
+    })])
 }
 
-fn echo() -> BindingFn {
-    binding(|args, _signal| async move { Ok(args) })
+fn schema(result: Result<Schema, codemode_runtime::tools::SchemaError>) -> Schema {
+    // Every schema here is a literal of the DSL, checked by the registration test.
+    result.unwrap_or_else(|_| Schema::empty_parameters())
 }
 
-fn sleep() -> BindingFn {
-    binding(|args, signal| async move {
-        let ms = match args.get("ms") {
-            Some(Value::Number(n)) => n.as_f64().unwrap_or(-1.0),
-            Some(_) => return Err("invalid arguments: \"ms\" must be a number".into()),
-            None => return Err("invalid arguments: missing required property \"ms\"".into()),
-        };
-        if !(0.0..=MAX_SLEEP_MS as f64).contains(&ms) {
-            return Err(format!(
-                "invalid arguments: \"ms\" must be between 0 and {MAX_SLEEP_MS}"
-            ));
-        }
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)) => {
-                Ok(json!({ "slept": args["ms"].clone() }))
+fn invalid_args(message: String) -> ToolError {
+    ToolError::coded(
+        "ToolArgsError",
+        codes::INVALID_ARGS,
+        format!("invalid arguments: {message}"),
+    )
+}
+
+fn echo() -> ToolDefinition {
+    ToolDefinition::builder("echo")
+        .description("Return the arguments unchanged. Runs alone, like a tool with side effects.")
+        .output(ToolOutput::new(schema(Schema::value(object(true))), render))
+        .execute(|args, _ctx| async move { Ok(json::clone_deep(&args)) })
+        .build()
+}
+
+fn sleep() -> ToolDefinition {
+    let parameters = Parameters::new().required(
+        "ms",
+        number().description(format!("Milliseconds to wait, 0 to {MAX_SLEEP_MS}.")),
+    );
+    ToolDefinition::builder("sleep")
+        .description("Wait the given number of milliseconds; safe to run concurrently.")
+        .parameters(schema(Schema::parameters(parameters)))
+        .output(ToolOutput::new(
+            schema(Schema::value(object(false).required("slept", number()))),
+            render,
+        ))
+        .concurrency_safe(|_| true)
+        .execute(|args, ctx| async move {
+            let ms = args.get("ms").and_then(Value::as_f64).unwrap_or(-1.0);
+            if !(0.0..=MAX_SLEEP_MS as f64).contains(&ms) {
+                return Err(invalid_args(format!(
+                    "\"ms\" must be between 0 and {MAX_SLEEP_MS}"
+                )));
             }
-            reason = signal.aborted() => Err(format!("sleep aborted: {reason}")),
-        }
-    })
-}
-
-fn fail() -> BindingFn {
-    binding(|args, _signal| async move {
-        Err(match args.get("message") {
-            Some(Value::String(s)) => s.clone(),
-            _ => "fail called without a message".into(),
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)) => {
+                    Ok(json!({ "slept": args["ms"].clone() }))
+                }
+                reason = ctx.signal().aborted() => Err(ToolError::new(format!("sleep aborted: {reason}"))),
+            }
         })
-    })
+        .build()
 }
 
-fn open_root(root: &Path) -> Result<Dir, String> {
+fn fail() -> ToolDefinition {
+    ToolDefinition::builder("fail")
+        .description("Fail with the given message (the program sees a ToolCallError). Runs alone, like a tool with side effects.")
+        .parameters(schema(Schema::parameters(
+            Parameters::new().required("message", string()),
+        )))
+        .output(ToolOutput::new(
+            schema(Schema::value(codemode_runtime::tools::schema::dsl::null())),
+            render,
+        ))
+        .execute(|args, _ctx| async move {
+            let message = args.get("message").and_then(Value::as_str).unwrap_or("");
+            Err(ToolError::new(message))
+        })
+        .build()
+}
+
+fn path_parameters() -> Schema {
+    schema(Schema::parameters(Parameters::new().required(
+        "path",
+        string().description("Path relative to the root directory."),
+    )))
+}
+
+fn open_root(root: &Path) -> Result<Dir, ToolError> {
     Dir::open_ambient_dir(root, ambient_authority())
-        .map_err(|e| format!("cannot open root {}: {e}", root.display()))
+        .map_err(|e| ToolError::new(format!("cannot open root {}: {e}", root.display())))
 }
 
-fn relative(path: &str) -> Result<PathBuf, String> {
+fn relative(path: &str) -> Result<PathBuf, ToolError> {
     if path.is_empty() {
         return Ok(PathBuf::from("."));
     }
     let p = PathBuf::from(path);
     if p.is_absolute() {
-        return Err(format!(
+        return Err(ToolError::new(format!(
             "{path}: absolute paths are outside the root; use a path relative to it"
-        ));
+        )));
     }
     Ok(p)
 }
 
-fn read_file(root: Arc<PathBuf>) -> BindingFn {
-    binding(move |args, _signal| {
-        let root = root.clone();
-        async move {
-            let path = string_arg(&args, "path")?;
-            tokio::task::spawn_blocking(move || {
-                let dir = open_root(&root)?;
-                let rel = relative(&path)?;
-                let file = dir.open(&rel).map_err(|e| format!("{path}: {e}"))?;
-                let meta = file.metadata().map_err(|e| format!("{path}: {e}"))?;
-                if meta.is_dir() {
-                    return Err(format!("{path}: is a directory"));
-                }
-                if meta.len() > MAX_READ_BYTES {
-                    return Err(format!("{path}: larger than {MAX_READ_BYTES} bytes"));
-                }
-                let bytes = dir.read(&rel).map_err(|e| format!("{path}: {e}"))?;
-                Ok(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
-            })
-            .await
-            .map_err(|e| format!("read_file failed: {e}"))?
-        }
-    })
+fn path_arg(args: &Value) -> String {
+    args.get("path")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }
 
-fn list_dir(root: Arc<PathBuf>) -> BindingFn {
-    binding(move |args, _signal| {
-        let root = root.clone();
-        async move {
-            let path = string_arg(&args, "path")?;
-            tokio::task::spawn_blocking(move || {
-                let dir = open_root(&root)?;
-                let rel = relative(&path)?;
-                let sub = dir.open_dir(&rel).map_err(|e| format!("{path}: {e}"))?;
-                let mut entries = Vec::new();
-                for entry in sub.entries().map_err(|e| format!("{path}: {e}"))? {
-                    let entry = entry.map_err(|e| format!("{path}: {e}"))?;
-                    let name = entry.file_name().to_string_lossy().into_owned();
-                    let kind = match entry.file_type() {
-                        Ok(t) if t.is_dir() => "dir",
-                        Ok(t) if t.is_file() => "file",
-                        Ok(t) if t.is_symlink() => "symlink",
-                        _ => "other",
-                    };
-                    entries.push((name, kind));
-                }
-                entries.sort();
-                Ok(Value::Array(
-                    entries
-                        .into_iter()
-                        .map(|(name, kind)| json!({ "name": name, "kind": kind }))
-                        .collect(),
-                ))
-            })
-            .await
-            .map_err(|e| format!("list_dir failed: {e}"))?
-        }
-    })
-}
-
-/// The built-in tools' schemas (name, description, parameters, output), for the SDK text.
-pub fn schemas() -> Value {
-    let path_arg = json!({
-        "type": "object",
-        "properties": {"path": {"type": "string", "description": "Path relative to the root directory."}},
-        "required": ["path"]
-    });
-    json!([
-        {
-            "name": "echo",
-            "description": "Return the arguments unchanged.",
-            "parameters": {"type": "object"},
-            "output": {"type": "object"}
-        },
-        {
-            "name": "sleep",
-            "description": "Wait the given number of milliseconds; safe to run concurrently.",
-            "parameters": {
-                "type": "object",
-                "properties": {"ms": {"type": "number", "description": "Milliseconds to wait."}},
-                "required": ["ms"]
-            },
-            "output": {
-                "type": "object",
-                "properties": {"slept": {"type": "number"}},
-                "required": ["slept"],
-                "additionalProperties": false
+fn read_file(root: Arc<PathBuf>) -> ToolDefinition {
+    ToolDefinition::builder("read_file")
+        .description("Read a UTF-8 text file under the root directory.")
+        .parameters(path_parameters())
+        .output(ToolOutput::new(schema(Schema::value(string())), render))
+        .concurrency_safe(|_| true)
+        .execute(move |args, _ctx| {
+            let root = root.clone();
+            async move {
+                let path = path_arg(&args);
+                tokio::task::spawn_blocking(move || read_text(&root, &path))
+                    .await
+                    .map_err(|e| ToolError::new(format!("read_file failed: {e}")))?
             }
-        },
-        {
-            "name": "fail",
-            "description": "Fail with the given message (raises ToolCallError).",
-            "parameters": {
-                "type": "object",
-                "properties": {"message": {"type": "string"}},
-                "required": ["message"]
-            },
-            "output": {"type": "null"}
-        },
-        {
-            "name": "read_file",
-            "description": "Read a UTF-8 text file under the root directory.",
-            "parameters": path_arg,
-            "output": {"type": "string"}
-        },
-        {
-            "name": "list_dir",
-            "description": "List a directory under the root, sorted by name.",
-            "parameters": path_arg,
-            "output": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string"},
-                        "kind": {"enum": ["file", "dir", "symlink", "other"], "type": "string"}
-                    },
-                    "required": ["name", "kind"],
-                    "additionalProperties": false
-                }
-            }
-        }
-    ])
+        })
+        .build()
 }
 
-/// `functions` as the `tools` namespace, with `ToolCallError` / `toolName`.
-pub fn tools_namespace(functions: BTreeMap<String, BindingFn>) -> BindingNamespace {
-    BindingNamespace {
-        global: "tools".into(),
-        functions,
-        error_class: Some(ErrorClass {
-            name: "ToolCallError".into(),
-            member_name_property: "toolName".into(),
-        }),
+/// Reads one regular file through a single handle, never more than the cap.
+fn read_text(root: &Path, path: &str) -> Result<Value, ToolError> {
+    let fail = |e: std::io::Error| ToolError::new(format!("{path}: {e}"));
+    let dir = open_root(root)?;
+    let rel = relative(path)?;
+    // Only regular files: a FIFO would block the open, a device would never end.
+    let kind = dir.metadata(&rel).map_err(fail)?;
+    if kind.is_dir() {
+        return Err(ToolError::new(format!("{path}: is a directory")));
     }
+    if !kind.is_file() {
+        return Err(ToolError::new(format!("{path}: not a regular file")));
+    }
+    let file = dir.open(&rel).map_err(fail)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_READ_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(fail)?;
+    if bytes.len() as u64 > MAX_READ_BYTES {
+        return Err(ToolError::new(format!(
+            "{path}: larger than {MAX_READ_BYTES} bytes"
+        )));
+    }
+    Ok(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
-/// The built-in tools as the `tools` namespace.
-pub fn namespace(root: impl Into<PathBuf>) -> BindingNamespace {
+fn list_dir(root: Arc<PathBuf>) -> ToolDefinition {
+    let entry = object(false).required("name", string()).required(
+        "kind",
+        string().enum_values(["file", "dir", "symlink", "other"]),
+    );
+    ToolDefinition::builder("list_dir")
+        .description("List a directory under the root, sorted by name.")
+        .parameters(path_parameters())
+        .output(ToolOutput::new(schema(Schema::value(array(entry))), render))
+        .concurrency_safe(|_| true)
+        .execute(move |args, _ctx| {
+            let root = root.clone();
+            async move {
+                let path = path_arg(&args);
+                tokio::task::spawn_blocking(move || list(&root, &path))
+                    .await
+                    .map_err(|e| ToolError::new(format!("list_dir failed: {e}")))?
+            }
+        })
+        .build()
+}
+
+fn list(root: &Path, path: &str) -> Result<Value, ToolError> {
+    let fail = |e: std::io::Error| ToolError::new(format!("{path}: {e}"));
+    let dir = open_root(root)?;
+    let rel = relative(path)?;
+    let sub = dir.open_dir(&rel).map_err(fail)?;
+    let mut entries = Vec::new();
+    for entry in sub.entries().map_err(fail)? {
+        let entry = entry.map_err(fail)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let kind = match entry.file_type() {
+            Ok(t) if t.is_dir() => "dir",
+            Ok(t) if t.is_file() => "file",
+            Ok(t) if t.is_symlink() => "symlink",
+            _ => "other",
+        };
+        entries.push((name, kind));
+    }
+    entries.sort();
+    Ok(Value::Array(
+        entries
+            .into_iter()
+            .map(|(name, kind)| json!({ "name": name, "kind": kind }))
+            .collect(),
+    ))
+}
+
+/// The built-in tools, with file access confined to `root`.
+pub fn definitions(root: impl Into<PathBuf>) -> Vec<ToolDefinition> {
     let root = Arc::new(root.into());
-    let mut functions = BTreeMap::new();
-    functions.insert("echo".to_owned(), echo());
-    functions.insert("sleep".to_owned(), sleep());
-    functions.insert("fail".to_owned(), fail());
-    functions.insert("read_file".to_owned(), read_file(root.clone()));
-    functions.insert("list_dir".to_owned(), list_dir(root));
-    tools_namespace(functions)
+    vec![
+        echo(),
+        sleep(),
+        fail(),
+        read_file(root.clone()),
+        list_dir(root),
+    ]
+}
+
+/// Registers the built-in tools globally on `registry`; dropping the guard removes them.
+pub fn register(
+    registry: &Registry,
+    root: impl Into<PathBuf>,
+) -> Result<RegistrationGuard, RegistryError> {
+    registry.register_all(definitions(root), None)
 }

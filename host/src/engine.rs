@@ -34,6 +34,9 @@ pub struct EngineError(pub String);
 pub struct Shared {
     pub engine: Engine,
     pub module: Module,
+    /// One permit per pool slot: a run holds one from before instantiation until its store is
+    /// gone, so runs beyond the pool wait for a slot instead of failing to instantiate.
+    pub slots: Arc<tokio::sync::Semaphore>,
     /// Where the compiled module came from, for diagnostics and benchmarks.
     pub module_source: ModuleSource,
     pub interruption: Interruption,
@@ -95,9 +98,9 @@ pub enum ModuleSource {
     DiskCache,
 }
 
-/// Most runs alive at once in one process. Instances, memories and fiber stacks come from a
-/// pool of this many slots, reused from run to run (a freed slot is reset to the pristine
-/// image before reuse); one more run than this fails as a `worker-exit` until a slot frees.
+/// Most runs alive at once per engine. Instances, memories and fiber stacks come from a pool
+/// of this many slots, reused from run to run (a freed slot is reset to the pristine image
+/// before reuse); further runs wait for a slot, within their wall budget.
 pub const MAX_CONCURRENT_RUNS: u32 = 256;
 
 /// The largest linear memory any budget may grant (`memory_mb` is at most 4096).
@@ -160,6 +163,7 @@ fn build(interruption: Interruption, stop: &Arc<AtomicBool>) -> Result<Shared, E
     Ok(Shared {
         engine,
         module,
+        slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_RUNS as usize)),
         module_source,
         interruption,
     })
@@ -340,6 +344,17 @@ fn prune(dir: &Path, keep: &Path) {
     }
 }
 
+type PreparationNotice = Box<dyn Fn(Option<&Path>) + Send + Sync>;
+
+static PREPARATION_NOTICE: OnceLock<PreparationNotice> = OnceLock::new();
+
+/// Registers what to do when the guest must be prepared (pre-initialised and compiled, several
+/// seconds) because the disk cache has no module for this build: a CLI says so on stderr. The
+/// notice gets the cache directory the module will be kept in. The first registration wins.
+pub fn on_guest_preparation(notice: impl Fn(Option<&Path>) + Send + Sync + 'static) {
+    let _ = PREPARATION_NOTICE.set(Box::new(notice));
+}
+
 fn load_module(
     engine: &Engine,
     interruption: Interruption,
@@ -349,6 +364,9 @@ fn load_module(
         if let Some(module) = read_cached(engine, path) {
             return Ok((module, ModuleSource::DiskCache));
         }
+    }
+    if let Some(notice) = PREPARATION_NOTICE.get() {
+        notice(path.as_deref().and_then(Path::parent));
     }
     // Pre-initialise (Boa realm and prelude built once, captured in the module's memory). If
     // that fails the plain module still works: every run then builds its own context.

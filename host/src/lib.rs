@@ -11,7 +11,7 @@ mod runtime;
 pub mod strip;
 
 pub use config::{BudgetError, Budgets, FUEL_PER_MS};
-pub use engine::module_from_disk_cache;
+pub use engine::{module_from_disk_cache, on_guest_preparation};
 pub use engine::{EngineError, Interruption, GUEST_WASM};
 pub use run::RunMetrics;
 pub use runtime::{SetupError, WasmCodeRuntime};

@@ -7,8 +7,11 @@
 //! returns before every binding call it started has finished.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use codemode_runtime::code::{
@@ -20,6 +23,7 @@ use codemode_runtime::ledger::{fit_failure, overflow_message, Ledger};
 use codemode_runtime::signal::{AbortController, AbortSignal};
 use futures::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
+use tokio::sync::{Semaphore, SemaphorePermit};
 use wasmtime::{InstancePre, Memory, ResourceLimiter, Store, Trap, UpdateDeadline};
 
 use crate::bridge::wire;
@@ -63,6 +67,81 @@ pub enum Outcome {
 }
 
 type CallFuture = futures::future::BoxFuture<'static, (u32, Result<Value, String>)>;
+type Completion = (u32, Result<Value, String>);
+
+/// The run's binding calls in flight. Shared between the store (the `call` import starts
+/// calls) and the event loop, which polls them both while it waits and whenever the guest
+/// yields in the middle of a computation: a call started before a busy loop (a request already
+/// sent, a process already started) makes progress during it, not only at the next wait.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    inner: std::sync::Mutex<InFlightInner>,
+}
+
+#[derive(Default)]
+struct InFlightInner {
+    running: FuturesUnordered<CallFuture>,
+    /// Finished while the guest was running, in finishing order; delivered at the next wait.
+    finished: VecDeque<Completion>,
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, InFlightInner> {
+        // Only this module touches the lock, never across an await; a panicking binding
+        // future leaves both collections consistent.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, call: CallFuture) {
+        self.lock().running.push(call);
+    }
+
+    fn len(&self) -> usize {
+        let inner = self.lock();
+        inner.running.len() + inner.finished.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Polls every running call once, keeping the ones that finish for later delivery.
+    fn make_progress(&self, cx: &mut Context<'_>) {
+        let mut inner = self.lock();
+        while let Poll::Ready(Some(done)) = inner.running.poll_next_unpin(cx) {
+            inner.finished.push_back(done);
+        }
+    }
+
+    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+        let mut inner = self.lock();
+        if let Some(done) = inner.finished.pop_front() {
+            return Poll::Ready(Some(done));
+        }
+        inner.running.poll_next_unpin(cx)
+    }
+
+    fn take(&self) -> (FuturesUnordered<CallFuture>, VecDeque<Completion>) {
+        let mut inner = self.lock();
+        (
+            std::mem::take(&mut inner.running),
+            std::mem::take(&mut inner.finished),
+        )
+    }
+}
+
+/// Runs a guest entry point while polling the run's calls each time the guest yields.
+async fn alongside_calls<F: Future>(call: F, calls: &InFlight) -> F::Output {
+    let mut call = std::pin::pin!(call);
+    std::future::poll_fn(|cx| match call.as_mut().poll(cx) {
+        Poll::Ready(output) => Poll::Ready(output),
+        Poll::Pending => {
+            calls.make_progress(cx);
+            Poll::Pending
+        }
+    })
+    .await
+}
 
 struct OpenCall {
     slot: usize,
@@ -115,7 +194,7 @@ pub struct RunState {
     pub(crate) outcome: Option<Outcome>,
     pub(crate) started: Instant,
     logs: Vec<String>,
-    in_flight: FuturesUnordered<CallFuture>,
+    in_flight: Arc<InFlight>,
     /// Deliveries ready now (refusals decided at call time), in order.
     ready: VecDeque<Vec<u8>>,
     timers: BTreeSet<(Instant, u32)>,
@@ -136,8 +215,8 @@ impl RunState {
         boot: Vec<u8>,
         bindings: Vec<BindingNamespace>,
         control: AbortSignal,
+        started: Instant,
     ) -> Self {
-        let started = Instant::now();
         RunState {
             memory: None,
             boot,
@@ -151,7 +230,7 @@ impl RunState {
             outcome: None,
             started,
             logs: Vec::new(),
-            in_flight: FuturesUnordered::new(),
+            in_flight: Arc::default(),
             ready: VecDeque::new(),
             timers: BTreeSet::new(),
             timer_deadlines: HashMap::new(),
@@ -378,6 +457,7 @@ async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
         }
     }
     let control = state.control.clone();
+    let calls = state.in_flight.clone();
     tokio::select! {
         biased;
         reason = control.aborted() => Next::Stop(Stop::Aborted(reason)),
@@ -391,7 +471,7 @@ async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
             clocks.armed = None;
             Next::Deliver(wire::encode_timer(id))
         }
-        Some((id, result)) = state.in_flight.next(), if !state.in_flight.is_empty() => {
+        Some((id, result)) = std::future::poll_fn(|cx| calls.poll_next(cx)), if !calls.is_empty() => {
             Next::Deliver(state.delivery_for(id, result))
         }
     }
@@ -520,16 +600,46 @@ pub struct RunMetrics {
     pub fuel_consumed: u64,
 }
 
-/// Runs already-stripped JavaScript `program` in a fresh instance of `pre`.
+/// Waits for one of the engine's instance slots, within the run's wall budget and until its
+/// abort: more runs than slots queue here instead of failing.
+async fn take_slot<'a>(
+    slots: &'a Semaphore,
+    control: &AbortSignal,
+    deadline: Instant,
+    budgets: &Budgets,
+) -> Result<SemaphorePermit<'a>, RunFailure> {
+    if let Ok(permit) = slots.try_acquire() {
+        return Ok(permit);
+    }
+    tokio::select! {
+        biased;
+        reason = control.aborted() => Err(failure_from_stop(&Stop::Aborted(reason), budgets)),
+        () = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {
+            Err(failure_from_stop(&Stop::Wall, budgets))
+        }
+        // The semaphore is never closed.
+        permit = slots.acquire() => permit.map_err(|_| failure_from_stop(&Stop::Settled, budgets)),
+    }
+}
+
+/// Runs already-stripped JavaScript `program` in a fresh instance of `pre`, once one of the
+/// engine's `slots` is free.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn execute(
     interruption: Interruption,
     pre: &InstancePre<RunState>,
+    slots: &Semaphore,
     budgets: &Budgets,
     program: &str,
     bindings: Vec<BindingNamespace>,
     control: AbortSignal,
     metrics: &mut RunMetrics,
 ) -> RunResult {
+    let started = Instant::now();
+    let _slot = match take_slot(slots, &control, started + budgets.wall(), budgets).await {
+        Ok(permit) => permit,
+        Err(failure) => return failure_before_start(failure, budgets),
+    };
     let boot_namespaces: Vec<wire::BootNamespace<'_>> = bindings
         .iter()
         .map(|ns| wire::BootNamespace {
@@ -543,7 +653,7 @@ pub(crate) async fn execute(
         .collect();
     let boot = wire::encode_boot(program, &boot_namespaces);
     drop(boot_namespaces);
-    let state = RunState::new(budgets, boot, bindings, control);
+    let state = RunState::new(budgets, boot, bindings, control, started);
     let mut store = Store::new(pre.module().engine(), state);
     store.limiter(|s| &mut s.limiter);
     let fuel = budgets.fuel();
@@ -581,7 +691,12 @@ pub(crate) async fn execute(
     // The run settled and told its running calls to stop. Wait for them, so no call outlives
     // its run, but never past the wall budget plus a short grace: a binding that ignores its
     // signal is left to finish on its own, its result dropped.
-    let mut in_flight = std::mem::take(&mut state.in_flight);
+    let (mut in_flight, finished) = state.in_flight.take();
+    for (_, result) in finished {
+        if let Ok(value) = result {
+            json::drop_deep(value);
+        }
+    }
     let patience =
         tokio::time::Instant::from_std(state.deadline.max(Instant::now()) + SETTLE_GRACE);
     let drained = tokio::time::timeout_at(patience, async {
@@ -637,7 +752,8 @@ async fn drive(
         .with_cause(FailureCause::Trap));
     };
     let mut clocks = Clocks::new(store.data().deadline);
-    let mut status = run.call_async(&mut *store, ()).await;
+    let calls = store.data().in_flight.clone();
+    let mut status = alongside_calls(run.call_async(&mut *store, ()), &calls).await;
     loop {
         let code = match status {
             Ok(code) => code,
@@ -659,7 +775,7 @@ async fn drive(
             Next::Deliver(frame) => {
                 let len = frame.len() as u32;
                 store.data_mut().delivery = frame;
-                status = deliver.call_async(&mut *store, len).await;
+                status = alongside_calls(deliver.call_async(&mut *store, len), &calls).await;
             }
             Next::Stop(stop) => return Err(failure_from_stop(&stop, budgets)),
             Next::NeverSettles => {
@@ -721,7 +837,13 @@ pub(crate) fn preinitialize(
     let module = wasmtime::Module::new(engine, &instrumented).map_err(|e| format!("{e:#}"))?;
     let linker = crate::bridge::imports::linker(engine).map_err(|e| format!("{e:#}"))?;
     let budgets = Budgets::default();
-    let state = RunState::new(&budgets, Vec::new(), Vec::new(), AbortSignal::never());
+    let state = RunState::new(
+        &budgets,
+        Vec::new(),
+        Vec::new(),
+        AbortSignal::never(),
+        Instant::now(),
+    );
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limiter);
     if interruption.fuel() {

@@ -32,6 +32,7 @@ struct Inner {
     /// Stops a private engine's epoch ticker with the last clone of the runtime.
     _ticker: Option<engine::Ticker>,
     pre: InstancePre<RunState>,
+    slots: Arc<tokio::sync::Semaphore>,
     budgets: Budgets,
     disposed: AtomicBool,
     dispose: AbortController,
@@ -113,6 +114,7 @@ impl WasmCodeRuntime {
                 interruption: shared.interruption,
                 _ticker: ticker,
                 pre,
+                slots: shared.slots.clone(),
                 budgets,
                 disposed: AtomicBool::new(false),
                 dispose: AbortController::new(),
@@ -184,6 +186,7 @@ impl WasmCodeRuntime {
         Ok(run::execute(
             inner.interruption,
             &inner.pre,
+            &inner.slots,
             budgets,
             &program,
             request.bindings,

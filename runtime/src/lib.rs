@@ -3,5 +3,6 @@
 pub mod code;
 pub mod json;
 pub mod ledger;
+pub mod run_code;
 pub mod signal;
 pub mod tools;

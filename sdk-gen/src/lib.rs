@@ -22,6 +22,7 @@
 //! ```
 
 mod annotations;
+mod assembly;
 mod input;
 mod instructions;
 mod python;
@@ -32,6 +33,7 @@ mod shape;
 mod text;
 mod typescript;
 
+pub use assembly::{language_of, prompt_sections, sdk_tools, wire_tools, AssemblyError};
 pub use input::{parse_tool_list, tool_list_from_value, InputError};
 pub use instructions::{CODE_ONLY_RULE, PYTHON_INSTRUCTIONS, TYPESCRIPT_INSTRUCTIONS};
 pub use sdk::{render_sdk, Language, ToolSchema};

@@ -21,16 +21,8 @@ pub struct PromptSection {
     pub text: String,
 }
 
-/// How an agent reaches its tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolsMode {
-    /// Every tool is a native tool call; no SDK.
-    Native,
-    /// Only `run_code` is callable directly; every other tool is reached through the SDK.
-    Code,
-    /// Native tools and `run_code` side by side.
-    Both,
-}
+/// How an agent reaches its tools: the registry's presentation mode.
+pub use codemode_runtime::tools::ToolMode as ToolsMode;
 
 /// `tools:code-only`: the rule text under `code`, empty otherwise.
 pub fn code_only_section(mode: ToolsMode) -> PromptSection {

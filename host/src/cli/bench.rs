@@ -10,7 +10,15 @@ use std::time::{Duration, Instant};
 use codemode_host::{
     builtins, Budgets, Interruption, RunMetrics, WasmCodeRuntime, FUEL_PER_MS, GUEST_WASM,
 };
-use codemode_runtime::code::{binding, BindingNamespace, CodeRuntime, RunRequest};
+use codemode_runtime::code::{
+    binding, BindingFn, BindingNamespace, CodeRuntime, ErrorClass, RunRequest,
+};
+use codemode_runtime::run_code::{self, RunCodeConfig};
+use codemode_runtime::signal::AbortSignal;
+use codemode_runtime::tools::{
+    AgentScope, PostDecision, PreDecision, RegistrationGuard, Registry, ToolExecutionInput,
+    ToolMode, RUN_CODE_NAME,
+};
 use serde_json::{json, Value};
 
 use super::{BenchArgs, EXIT_OK, EXIT_USAGE};
@@ -63,6 +71,103 @@ fn rss_kib(field: &str) -> Option<u64> {
         .and_then(|n| n.parse().ok())
 }
 
+/// `functions` as the `tools` namespace, with `ToolCallError` / `toolName`.
+fn tools_namespace(functions: BTreeMap<String, BindingFn>) -> BindingNamespace {
+    BindingNamespace {
+        global: "tools".into(),
+        functions,
+        error_class: Some(ErrorClass {
+            name: "ToolCallError".into(),
+            member_name_property: "toolName".into(),
+        }),
+    }
+}
+
+/// Raw bindings (no registry, no pipeline), to measure the bridge alone: `echo` returns its
+/// arguments, `sleep {ms}` waits.
+fn bridge_namespace() -> BindingNamespace {
+    let mut functions = BTreeMap::new();
+    functions.insert(
+        "echo".to_owned(),
+        binding(|args, _signal| async move { Ok(args) }),
+    );
+    functions.insert(
+        "sleep".to_owned(),
+        binding(|args, _signal| async move {
+            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(json!({ "slept": ms }))
+        }),
+    );
+    tools_namespace(functions)
+}
+
+/// Five hooks that decide nothing, one at every extension point a call passes.
+fn no_op_hooks(registry: &Registry) -> Vec<RegistrationGuard> {
+    vec![
+        registry.on_pre_execute(|_call, next| async move {
+            match next.run().await? {
+                PreDecision::Allow => Ok(PreDecision::Allow),
+                other => Ok(other),
+            }
+        }),
+        registry.guard(None, |_call| None),
+        registry.on_execute(|call, next| next.run(call.signal)),
+        registry.on_post_execute(|_call, _result, next| async move {
+            match next.run().await? {
+                PostDecision::Accept { .. } => Ok(PostDecision::accept()),
+                other => Ok(other),
+            }
+        }),
+        registry.on_result(|_call, _result| Ok(())),
+    ]
+}
+
+/// Per-call overhead of a sequential awaited `echo` through `run_code` and the whole
+/// pipeline, with five no-op hooks installed: the loop with calls minus the loop without.
+async fn pipeline_sub_call(rt: &WasmCodeRuntime, calls: u32) -> Result<Duration, String> {
+    let registry = Registry::with_mode(ToolMode::Code);
+    let _tools = builtins::register(&registry, ".").map_err(|e| e.to_string())?;
+    let _hooks = no_op_hooks(&registry);
+    let _run_code = run_code::install(
+        &registry,
+        Some(Arc::new(rt.clone())),
+        RunCodeConfig::default(),
+    )
+    .map_err(|e| e.to_string())?;
+    let agent = AgentScope::root();
+    let run = |program: String| {
+        let registry = registry.clone();
+        let agent = agent.clone();
+        async move {
+            let input = ToolExecutionInput::new(
+                "bench",
+                RUN_CODE_NAME,
+                json!({"code": program, "description": "Measure sub-calls"}),
+                AbortSignal::never(),
+            )
+            .agent(&agent);
+            let started = Instant::now();
+            let result = registry.execute(input).await;
+            if result.is_error() {
+                return Err(format!("pipeline bench failed: {}", result.text()));
+            }
+            Ok(started.elapsed())
+        }
+    };
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let with_calls = run(format!(
+            "for (let i = 0; i < {calls}; i++) await tools.echo({{ i }});"
+        ))
+        .await?;
+        let baseline = run(format!("for (let i = 0; i < {calls}; i++) ({{ i }});")).await?;
+        samples.push(with_calls.saturating_sub(baseline) / calls);
+    }
+    samples.sort();
+    Ok(percentile(&samples, 0.5))
+}
+
 /// A namespace whose `hold` call parks until `release` flips, to keep instances alive.
 fn holding_namespace(release: Arc<AtomicBool>) -> BindingNamespace {
     let mut functions = BTreeMap::new();
@@ -78,7 +183,7 @@ fn holding_namespace(release: Arc<AtomicBool>) -> BindingNamespace {
             }
         }),
     );
-    builtins::tools_namespace(functions)
+    tools_namespace(functions)
 }
 
 /// The compute workload shared with the peer scripts: a function body ending in `return`.
@@ -146,7 +251,7 @@ async fn interruption_study() -> Result<Value, String> {
 
 async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let rt = WasmCodeRuntime::new(Budgets::default()).map_err(|e| e.to_string())?;
-    let tools = || vec![builtins::namespace(".")];
+    let tools = || vec![bridge_namespace()];
 
     // Warm up: the first run pays for loading the compiled module.
     let cold = Instant::now();
@@ -189,6 +294,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     }
     per_call.sort();
     let sub_call = percentile(&per_call, 0.5);
+    let pipeline_call = pipeline_sub_call(&rt, calls).await?;
 
     // Ten concurrency-safe sleeps of 100 ms under Promise.all.
     let parallel = measured(
@@ -288,6 +394,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "first_run_ms": ms(first_run),
         "module_from_disk_cache": codemode_host::module_from_disk_cache(),
         "sub_call_us": us(sub_call),
+        "pipeline_sub_call_us": us(pipeline_call),
         "parallel_10x100ms_ms": ms(parallel),
         "runs_per_sec": runs_per_sec,
         "rss_per_instance_mib": rss_per_instance_mib,
@@ -343,6 +450,12 @@ pub async fn bench(args: BenchArgs) -> u8 {
             "sub_call_us",
             "µs",
             Some((15.0, true)),
+        ),
+        (
+            "echo sub-call through run_code",
+            "pipeline_sub_call_us",
+            "µs",
+            Some((30.0, true)),
         ),
         (
             "10 × sleep 100 ms, Promise.all",

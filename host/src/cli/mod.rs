@@ -1,9 +1,11 @@
 //! Flag parsing for every subcommand (names, help, defaults) and the exit-code contract:
 //! 0 success, 1 the program failed, 2 a usage or I/O error.
 
+mod approval;
 mod bench;
 mod run;
 mod sdk;
+mod session;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,12 +29,31 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a program (the body of an async TypeScript function) with the built-in tools.
+    /// Run a program (the body of an async TypeScript function) through `run_code`, with the
+    /// built-in tools.
     Run(RunArgs),
-    /// Print the `tools:sdk` prompt section for the built-in tools.
+    /// Print the `tools:sdk` prompt section for the tools a program could call.
     Sdk(SdkArgs),
     /// Measure the standard workloads in process.
     Bench(BenchArgs),
+}
+
+/// Which tools a program sees and may call; shared by `run` and `sdk`.
+#[derive(Args)]
+pub struct ToolArgs {
+    /// Directory `read_file` and `list_dir` are confined to.
+    #[arg(long, default_value = ".")]
+    pub root: PathBuf,
+    /// Deny calls to this tool (repeatable): the program gets a ToolCallError with the reason.
+    #[arg(long = "deny", value_name = "NAME")]
+    pub deny: Vec<String>,
+    /// Allow only these tools (repeatable); calls to any other tool are denied.
+    #[arg(long = "allow", value_name = "NAME")]
+    pub allow: Vec<String>,
+    /// Ask on the controlling terminal before each call to this tool (repeatable); with no
+    /// terminal the call is denied.
+    #[arg(long = "ask", value_name = "NAME")]
+    pub ask: Vec<String>,
 }
 
 #[derive(Args)]
@@ -40,6 +61,8 @@ pub struct SdkArgs {
     /// Language of the SDK text.
     #[arg(long, value_enum, default_value_t = SdkLanguage::Typescript)]
     pub lang: SdkLanguage,
+    #[command(flatten)]
+    pub tools: ToolArgs,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -52,7 +75,8 @@ pub enum SdkLanguage {
 pub struct RunArgs {
     /// Program file; `-` or nothing reads standard input.
     pub file: Option<PathBuf>,
-    /// Print exactly one JSON object: {"logs":[…],"result":…} or {"logs":[…],"error":{…}}.
+    /// Print exactly one JSON object: {"logs":[…],"result":…,"calls":[…]} or
+    /// {"logs":[…],"error":{…},"calls":[…]}.
     #[arg(long)]
     pub json: bool,
     /// Compute budget in milliseconds of busy time.
@@ -67,9 +91,14 @@ pub struct RunArgs {
     /// Sandbox memory limit in MiB.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub memory_mb: u64,
-    /// Directory `read_file` and `list_dir` are confined to.
-    #[arg(long, default_value = ".")]
-    pub root: PathBuf,
+    /// Most tool calls of the program running at once (concurrency-safe tools only).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_parallel: u32,
+    /// Append the session events (tool calls, results, sub-call dispatches) to FILE as JSONL.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+    #[command(flatten)]
+    pub tools: ToolArgs,
 }
 
 #[derive(Args)]
@@ -84,6 +113,23 @@ pub struct BenchArgs {
     /// Iterations of the fresh-run workload.
     #[arg(long, default_value_t = 200)]
     pub runs: usize,
+}
+
+/// The sandbox runtime, saying on stderr when it must first prepare the guest (seconds, once
+/// per machine and version).
+pub fn prepare_runtime(
+    budgets: codemode_host::Budgets,
+) -> Result<codemode_host::WasmCodeRuntime, codemode_host::SetupError> {
+    codemode_host::on_guest_preparation(|cache| {
+        eprintln!(
+            "codemode: preparing the sandbox for first use (about ten seconds; cached under {})",
+            cache.map_or_else(
+                || "nowhere: no cache directory".to_owned(),
+                |p| p.display().to_string()
+            )
+        );
+    });
+    codemode_host::WasmCodeRuntime::new(budgets)
 }
 
 pub fn main() -> ExitCode {

@@ -1,14 +1,20 @@
-//! `codemode run`: one program, the built-in tools, the result for people or as JSON.
+//! `codemode run`: one program through the `run_code` tool (every call it makes goes through
+//! the tool pipeline), the result for people or as JSON.
 
 use std::io::{IsTerminal, Read, Write};
+use std::sync::{Arc, Mutex};
 
-use codemode_host::builtins;
-use codemode_host::{Budgets, WasmCodeRuntime};
-use codemode_runtime::code::{CodeRuntime, RunFailure, RunRequest, RunResult};
+use codemode_host::Budgets;
+use codemode_runtime::code::{CallOutcome, RunFailure, RunResult};
 use codemode_runtime::json;
+use codemode_runtime::run_code::{self, RunCodeConfig, SubCallRecord};
 use codemode_runtime::signal::AbortController;
-use serde_json::{Map, Value};
+use codemode_runtime::tools::events::{self, EventSink, JsonlWriter};
+use codemode_runtime::tools::{ToolExecutionInput, RUN_CODE_NAME};
+use serde_json::{json, Map, Value};
 
+use super::approval::TerminalApproval;
+use super::session::ToolSession;
 use super::{RunArgs, EXIT_OK, EXIT_PROGRAM_FAILED, EXIT_USAGE};
 
 fn read_program(args: &RunArgs) -> Result<String, String> {
@@ -26,7 +32,7 @@ fn read_program(args: &RunArgs) -> Result<String, String> {
 }
 
 /// Writes the `--json` document (exactly one object) without copying the value.
-fn write_json_document(result: &RunResult, out: &mut String) {
+fn write_json_document(result: &RunResult, calls: &[SubCallRecord], out: &mut String) {
     out.push_str("{\"logs\":[");
     for (i, line) in result.logs.iter().enumerate() {
         if i > 0 {
@@ -42,7 +48,25 @@ fn write_json_document(result: &RunResult, out: &mut String) {
         out.push_str(",\"result\":");
         json::write(value, out);
     }
+    out.push_str(",\"calls\":");
+    json::write(&calls_json(calls), out);
     out.push('}');
+}
+
+fn calls_json(calls: &[SubCallRecord]) -> Value {
+    Value::Array(
+        calls
+            .iter()
+            .map(|call| {
+                let outcome = match call.outcome {
+                    CallOutcome::Resolved => "resolved",
+                    CallOutcome::Rejected => "rejected",
+                    CallOutcome::Abandoned => "abandoned",
+                };
+                json!({"subCallId": call.sub_call_id, "tool": call.tool, "outcome": outcome})
+            })
+            .collect(),
+    )
 }
 
 fn failure_json(f: &RunFailure) -> Value {
@@ -133,6 +157,38 @@ fn print_human(result: &RunResult, program: &str) {
     }
 }
 
+/// What the run reported, copied out of the `run_code` observer.
+#[derive(Default)]
+struct Report {
+    result: Option<RunResult>,
+    calls: Vec<SubCallRecord>,
+}
+
+fn copy_result(result: &RunResult) -> RunResult {
+    RunResult {
+        value: result.value.as_ref().map(json::clone_deep),
+        logs: result.logs.clone(),
+        error: result.error.clone(),
+        calls: Vec::new(),
+    }
+}
+
+fn open_events(path: &std::path::Path) -> Result<Arc<dyn EventSink>, String> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("codemode: cannot open --events {}: {e}", path.display()))?;
+    Ok(Arc::new(JsonlWriter::new(std::io::BufWriter::new(file))))
+}
+
+fn description(args: &RunArgs) -> String {
+    match &args.file {
+        Some(path) if path.as_os_str() != "-" => format!("Run {}", path.display()),
+        _ => "Run the program from standard input".to_owned(),
+    }
+}
+
 pub async fn run(args: RunArgs) -> u8 {
     let program = match read_program(&args) {
         Ok(p) => p,
@@ -141,51 +197,85 @@ pub async fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    if !args.root.is_dir() {
-        eprintln!(
-            "codemode: --root {} is not a directory",
-            args.root.display()
-        );
-        return EXIT_USAGE;
-    }
+    let session = match ToolSession::new(&args.tools) {
+        Ok(session) => session,
+        Err(message) => {
+            eprintln!("{message}");
+            return EXIT_USAGE;
+        }
+    };
     let budgets = Budgets {
         compute_ms: args.compute_ms,
         wall_ms: args.wall_ms,
         max_output_bytes: args.max_output_bytes,
         memory_mb: args.memory_mb,
     };
-    let runtime = match WasmCodeRuntime::new(budgets) {
+    let runtime = match super::prepare_runtime(budgets) {
         Ok(r) => r,
         Err(error) => {
             eprintln!("{error}");
             return EXIT_USAGE;
         }
     };
+    let registry = &session.registry;
+    let mut config = RunCodeConfig::default().max_parallel_sub_calls(args.max_parallel as usize);
+    let mut guards = Vec::new();
+    if let Some(path) = &args.events {
+        let sink = match open_events(path) {
+            Ok(sink) => sink,
+            Err(message) => {
+                eprintln!("{message}");
+                return EXIT_USAGE;
+            }
+        };
+        guards.push(events::record(registry, sink.clone()));
+        config = config.events(sink);
+    }
+    let report = Arc::new(Mutex::new(Report::default()));
+    let slot = report.clone();
+    config = config.on_run(move |run| {
+        let mut report = slot.lock().unwrap_or_else(|p| p.into_inner());
+        report.result = Some(copy_result(run.result));
+        report.calls = run.sub_calls.to_vec();
+    });
+    match run_code::install(registry, Some(Arc::new(runtime)), config) {
+        Ok(guard) => guards.push(guard),
+        Err(error) => {
+            eprintln!("codemode: {error}");
+            return EXIT_USAGE;
+        }
+    }
+    if !args.tools.ask.is_empty() {
+        guards.push(registry.set_approval(TerminalApproval));
+    }
+
     let interrupt = AbortController::new();
-    let signal = interrupt.signal();
-    let request = RunRequest {
-        program: program.clone(),
-        bindings: vec![builtins::namespace(args.root.clone())],
-        signal: Some(signal),
-    };
-    let run = runtime.run(request);
-    tokio::pin!(run);
+    let input = ToolExecutionInput::new(
+        "run",
+        RUN_CODE_NAME,
+        json!({"code": program, "description": description(&args)}),
+        interrupt.signal(),
+    )
+    .agent(&session.agent);
+    let call = registry.execute(input);
+    tokio::pin!(call);
     let outcome = loop {
         tokio::select! {
-            outcome = &mut run => break outcome,
+            outcome = &mut call => break outcome,
             Ok(()) = tokio::signal::ctrl_c() => interrupt.abort("interrupted"),
         }
     };
-    let result = match outcome {
-        Ok(result) => result,
-        Err(rejection) => {
-            eprintln!("{rejection}");
-            return EXIT_USAGE;
-        }
+    drop(guards);
+    let Report { result, calls } =
+        std::mem::take(&mut *report.lock().unwrap_or_else(|p| p.into_inner()));
+    let Some(result) = result else {
+        // The call ended before a program ran (the pipeline refused it).
+        eprintln!("codemode: {}", outcome.text());
+        return EXIT_PROGRAM_FAILED;
     };
     if args.json {
         let mut text = String::new();
-        write_json_document(&result, &mut text);
+        write_json_document(&result, &calls, &mut text);
         println!("{text}");
     } else {
         print_human(&result, &program);

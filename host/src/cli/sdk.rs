@@ -1,15 +1,16 @@
-//! `codemode sdk`: the `tools:sdk` section for the tools `codemode run` binds.
+//! `codemode sdk`: the `tools:sdk` section for the tools a program of `codemode run` could call
+//! with the same flags (`--deny` and `--allow` leave tools out).
 
-use codemode_host::builtins;
-use codemode_sdk_gen::{render_sdk, tool_list_from_value, Language};
+use codemode_sdk_gen::{render_sdk, Language};
 
+use super::session::ToolSession;
 use super::{SdkArgs, SdkLanguage, EXIT_OK, EXIT_USAGE};
 
 pub fn sdk(args: &SdkArgs) -> u8 {
-    let tools = match tool_list_from_value(&builtins::schemas(), "") {
-        Ok(tools) => tools,
-        Err(error) => {
-            eprintln!("codemode sdk: {error}");
+    let session = match ToolSession::new(&args.tools) {
+        Ok(session) => session,
+        Err(message) => {
+            eprintln!("{message}");
             return EXIT_USAGE;
         }
     };
@@ -17,6 +18,6 @@ pub fn sdk(args: &SdkArgs) -> u8 {
         SdkLanguage::Typescript => Language::TypeScript,
         SdkLanguage::Python => Language::Python,
     };
-    println!("{}", render_sdk(&tools, language));
+    println!("{}", render_sdk(&session.sdk_tools(), language));
     EXIT_OK
 }

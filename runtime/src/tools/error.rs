@@ -14,6 +14,7 @@ pub mod codes {
     pub const ABORTED_BEFORE_DISPATCH: &str = "ABORTED_BEFORE_DISPATCH";
     pub const TOOL_TIMEOUT: &str = "TOOL_TIMEOUT";
     pub const UNSUPPORTED_SCHEMA: &str = "UNSUPPORTED_SCHEMA";
+    pub const CODE_RUN_FAILED: &str = "CODE_RUN_FAILED";
 }
 
 /// Internal routing information of a failure: the error class name and its code.

@@ -100,6 +100,8 @@ pub struct ApprovalRequest {
     pub agent: AgentScope,
     pub tool_name: String,
     pub call_id: String,
+    /// The call's (snapshotted) arguments, so a person can see what they approve.
+    pub arguments: Arc<Value>,
     pub reason: Option<String>,
     pub signal: AbortSignal,
 }

@@ -61,7 +61,7 @@ pub use hooks::{
     ApprovalHook, ApprovalOutcome, ApprovalRequest, ExecuteCall, ExecuteNext, PostDecision,
     PostNext, PreDecision, PreNext,
 };
-pub use pipeline::{ToolCall, ToolExecutionInput};
+pub use pipeline::{StagedCall, ToolCall, ToolExecutionInput};
 pub use registry::{ExecutionMode, RegistrationGuard, Registry, Restriction, ToolMode, ToolSchema};
 pub use result::{ToolExecutionResult, ToolFailure, ToolOutcome};
 pub use schema::{Schema, SchemaError};

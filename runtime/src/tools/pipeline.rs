@@ -1,5 +1,4 @@
-//! One call, stage by stage, in the reference order. [`run`] is the single place where the
-//! order is visible:
+//! One call, stage by stage, in the reference order:
 //!
 //! 1. argument snapshot, then the Code Mode collapse;
 //! 2. caller already cancelled → `ABORTED_BEFORE_DISPATCH`, skipping every stage;
@@ -10,6 +9,11 @@
 //! 7. post-execute waterfall (also for denials);
 //! 8. `finalize_content`, exactly once for every outcome;
 //! 9. the immutable final result, then result observers.
+//!
+//! The order is visible in three functions that run in sequence: [`prepare`] (1–5),
+//! [`StagedCall::dispatch`] (6) and [`StagedCall::commit`] (7–9). [`Registry::execute`] runs
+//! them back to back; the `run_code` scheduler runs them for many calls, preparing and
+//! committing in one lane while bodies overlap.
 //!
 //! Cancellation precedence: only a successful outcome is replaced by `ABORTED` (body started)
 //! or `ABORTED_BEFORE_DISPATCH` (body not started); every failure keeps its own cause.
@@ -163,15 +167,45 @@ pub(crate) struct Dispatch {
     pub(crate) hooks: Arc<HookSet>,
 }
 
-/// Where a staged result goes next.
-enum Staged {
+/// Where a call stands between stages.
+enum Stage {
+    /// Prepared and allowed: the execute chain (wrappers and body) runs next.
+    Dispatch(Arc<Dispatch>),
     /// Still subject to post-execute (executed calls, denials).
     Post(ToolExecutionResult),
     /// Final already (pipeline failures, pre-dispatch aborts, collapse).
     Final(ToolExecutionResult),
 }
 
-pub(crate) async fn run(registry: Registry, input: ToolExecutionInput) -> Arc<ToolExecutionResult> {
+/// One call partway through the pipeline, for schedulers that run the stages of several calls
+/// in an order of their own (the `run_code` scheduler prepares and commits in one lane and lets
+/// bodies overlap). [`Registry::prepare`] runs creation, pre-execute, approval, guards and the
+/// cancellation re-check; [`StagedCall::dispatch`] runs the execute wrappers and the body;
+/// [`StagedCall::commit`] runs post-execute, `finalize_content` and the result observers.
+/// [`Registry::execute`] is exactly these three in a row.
+///
+/// Dropping a staged call drops the call: it never reaches post-execute or the observers.
+pub struct StagedCall {
+    registry: Registry,
+    call: Arc<ToolCall>,
+    hooks: Arc<HookSet>,
+    shared: Arc<CallShared>,
+    finalizer: Option<Arc<FinalizeFn>>,
+    stage: Stage,
+}
+
+impl std::fmt::Debug for StagedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagedCall")
+            .field("call", &self.call)
+            .field("needs_dispatch", &self.needs_dispatch())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Stages 1–5: creation (argument snapshot, the collapse), the pre-dispatch abort check,
+/// pre-execute, approval, guards and the cancellation re-check.
+pub(crate) async fn prepare(registry: Registry, input: ToolExecutionInput) -> StagedCall {
     let ToolExecutionInput {
         call_id,
         root_call_id,
@@ -213,14 +247,14 @@ pub(crate) async fn run(registry: Registry, input: ToolExecutionInput) -> Arc<To
         }
     }
     let shared = Arc::new(CallShared::default());
-    let staged = if !lossless {
-        Staged::Final(ToolExecutionResult::failure(
+    let stage = if !lossless {
+        Stage::Final(ToolExecutionResult::failure(
             "tool execution arguments must be losslessly JSON-serializable",
             None,
         ))
     } else if collapsed {
         if call.signal.is_aborted() {
-            Staged::Final(ToolExecutionResult::aborted_before_dispatch(None))
+            Stage::Final(ToolExecutionResult::aborted_before_dispatch(None))
         } else {
             let name = &call.name;
             let error = ToolError::coded(
@@ -230,11 +264,11 @@ pub(crate) async fn run(registry: Registry, input: ToolExecutionInput) -> Arc<To
                     "unknown tool \"{name}\": only `{RUN_CODE_NAME}` is callable directly — call `{name}` from inside a `{RUN_CODE_NAME}` program instead"
                 ),
             );
-            Staged::Final(ToolExecutionResult::from_error(error))
+            Stage::Final(ToolExecutionResult::from_error(error))
         }
     } else if call.signal.is_aborted() {
         // 2. Caller already cancelled: no stage runs.
-        Staged::Final(ToolExecutionResult::aborted_before_dispatch(None))
+        Stage::Final(ToolExecutionResult::aborted_before_dispatch(None))
     } else {
         let dispatch = Arc::new(Dispatch {
             registry: registry.clone(),
@@ -242,40 +276,103 @@ pub(crate) async fn run(registry: Registry, input: ToolExecutionInput) -> Arc<To
             shared: shared.clone(),
             hooks: hooks.clone(),
         });
-        prepare_and_dispatch(dispatch).await
+        gate(dispatch).await
     };
-    // 7. Post-execute, then the last cancellation check.
-    let result = match staged {
-        Staged::Final(result) => result,
-        Staged::Post(result) => match post_execute(&registry, &call, &hooks, result).await {
-            Ok(result) if call.signal.is_aborted() && !result.is_error() => {
-                cancellation_result(&shared, &result)
-            }
-            Ok(result) => result,
-            Err(error) => ToolExecutionResult::from_error(error),
-        },
-    };
-    // 8. finalize_content, exactly once.
-    let result = finalize(&call, finalizer.as_deref(), result);
-    // 9. Freeze and notify.
-    let result = Arc::new(result);
-    for (_, observer) in &hooks.results {
-        let failure = match catch_unwind(AssertUnwindSafe(|| observer(&call, &result))) {
-            Ok(Ok(())) => continue,
-            Ok(Err(error)) => error.message().to_owned(),
-            Err(payload) => panic_message(&*payload),
-        };
-        tracing::warn!(
-            "tool \"{}\" ({}): tools/result observer failed: {failure}",
-            call.name,
-            call.call_id
-        );
+    StagedCall {
+        registry,
+        call,
+        hooks,
+        shared,
+        finalizer,
+        stage,
     }
-    result
 }
 
-/// Stages 3–6: pre-execute, approval, guards, the re-check, and the execute chain.
-async fn prepare_and_dispatch(dispatch: Arc<Dispatch>) -> Staged {
+impl StagedCall {
+    /// The call's immutable identity.
+    pub fn call(&self) -> &Arc<ToolCall> {
+        &self.call
+    }
+
+    /// Whether the body stage is still to run (the call was allowed and not cancelled).
+    pub fn needs_dispatch(&self) -> bool {
+        matches!(self.stage, Stage::Dispatch(_))
+    }
+
+    /// What commits in place of this call if its body is left running detached (it ignored
+    /// its cancellation past every grace): the same call, aborted after dispatch.
+    pub(crate) fn detached_as_aborted(&self) -> StagedCall {
+        StagedCall {
+            registry: self.registry.clone(),
+            call: self.call.clone(),
+            hooks: self.hooks.clone(),
+            shared: self.shared.clone(),
+            finalizer: self.finalizer.clone(),
+            stage: Stage::Post(ToolExecutionResult::aborted(None)),
+        }
+    }
+
+    /// Stage 6: the execute wrappers around the body, then output validation and render. A call
+    /// that was denied, failed or cancelled earlier passes through unchanged.
+    pub async fn dispatch(mut self) -> StagedCall {
+        if let Stage::Dispatch(dispatch) = self.stage {
+            self.stage = execute_chain(dispatch).await;
+        }
+        self
+    }
+
+    /// Stages 7–9: post-execute (for executed calls and denials), the last cancellation check,
+    /// `finalize_content` exactly once, the immutable final result and its observers. A call
+    /// not yet dispatched is dispatched first.
+    pub async fn commit(self) -> Arc<ToolExecutionResult> {
+        let staged = if self.needs_dispatch() {
+            self.dispatch().await
+        } else {
+            self
+        };
+        let StagedCall {
+            registry,
+            call,
+            hooks,
+            shared,
+            finalizer,
+            stage,
+        } = staged;
+        // 7. Post-execute, then the last cancellation check.
+        let result = match stage {
+            Stage::Final(result) => result,
+            Stage::Post(result) => match post_execute(&registry, &call, &hooks, result).await {
+                Ok(result) if call.signal.is_aborted() && !result.is_error() => {
+                    cancellation_result(&shared, &result)
+                }
+                Ok(result) => result,
+                Err(error) => ToolExecutionResult::from_error(error),
+            },
+            // `dispatch` above leaves no call in this stage.
+            Stage::Dispatch(_) => ToolExecutionResult::aborted_before_dispatch(None),
+        };
+        // 8. finalize_content, exactly once.
+        let result = finalize(&call, finalizer.as_deref(), result);
+        // 9. Freeze and notify.
+        let result = Arc::new(result);
+        for (_, observer) in &hooks.results {
+            let failure = match catch_unwind(AssertUnwindSafe(|| observer(&call, &result))) {
+                Ok(Ok(())) => continue,
+                Ok(Err(error)) => error.message().to_owned(),
+                Err(payload) => panic_message(&*payload),
+            };
+            tracing::warn!(
+                "tool \"{}\" ({}): tools/result observer failed: {failure}",
+                call.name,
+                call.call_id
+            );
+        }
+        result
+    }
+}
+
+/// Stages 3–5: pre-execute, approval, guards and the re-check.
+async fn gate(dispatch: Arc<Dispatch>) -> Stage {
     let call = &dispatch.call;
     let pre = PreNext {
         hooks: dispatch.hooks.clone(),
@@ -284,22 +381,22 @@ async fn prepare_and_dispatch(dispatch: Arc<Dispatch>) -> Staged {
     };
     let gate = match pre.run().await {
         Ok(gate) => gate,
-        Err(error) => return Staged::Final(ToolExecutionResult::from_error(error)),
+        Err(error) => return Stage::Final(ToolExecutionResult::from_error(error)),
     };
     let (decision, approval_cancelled) = match gate {
         PreDecision::Ask { reason } => match ask(&dispatch, reason).await {
             Ok(resolution) => resolution,
-            Err(error) => return Staged::Final(ToolExecutionResult::from_error(error)),
+            Err(error) => return Stage::Final(ToolExecutionResult::from_error(error)),
         },
         other => (other, false),
     };
     if call.signal.is_aborted() && approval_cancelled {
-        return Staged::Post(ToolExecutionResult::aborted_before_dispatch(None));
+        return Stage::Post(ToolExecutionResult::aborted_before_dispatch(None));
     }
     let denial = match decision {
         PreDecision::Allow => match dispatch.registry.guard_reason(call) {
             Ok(reason) => reason,
-            Err(error) => return Staged::Final(ToolExecutionResult::from_error(error)),
+            Err(error) => return Stage::Final(ToolExecutionResult::from_error(error)),
         },
         PreDecision::Deny { reason } => Some(reason),
         // `ask` resolves to allow or deny above; anything else fails closed.
@@ -308,13 +405,18 @@ async fn prepare_and_dispatch(dispatch: Arc<Dispatch>) -> Staged {
         }
     };
     if let Some(reason) = denial {
-        return Staged::Post(ToolExecutionResult::failure(reason, None));
+        return Stage::Post(ToolExecutionResult::failure(reason, None));
     }
     // 5. Cancellation re-check.
     if call.signal.is_aborted() {
-        return Staged::Post(ToolExecutionResult::aborted_before_dispatch(None));
+        return Stage::Post(ToolExecutionResult::aborted_before_dispatch(None));
     }
-    // 6. The execute chain around the body.
+    Stage::Dispatch(dispatch)
+}
+
+/// Stage 6: the execute chain around the body, normalisation and the deferred contexts.
+async fn execute_chain(dispatch: Arc<Dispatch>) -> Stage {
+    let call = &dispatch.call;
     let caller_signal = call.signal.clone();
     let chain = ExecuteNext {
         dispatch: dispatch.clone(),
@@ -322,11 +424,11 @@ async fn prepare_and_dispatch(dispatch: Arc<Dispatch>) -> Staged {
     };
     let result = match chain.run(caller_signal).await {
         Ok(result) => result,
-        Err(error) => return Staged::Final(ToolExecutionResult::from_error(error)),
+        Err(error) => return Stage::Final(ToolExecutionResult::from_error(error)),
     };
     let mut result = match normalize(&dispatch, result) {
         Ok(result) => result,
-        Err(error) => return Staged::Final(ToolExecutionResult::from_error(error)),
+        Err(error) => return Stage::Final(ToolExecutionResult::from_error(error)),
     };
     let deferred = std::mem::take(&mut *lock(&dispatch.shared.deferred));
     if !deferred.is_empty() {
@@ -334,9 +436,9 @@ async fn prepare_and_dispatch(dispatch: Arc<Dispatch>) -> Staged {
         result.additional_contexts.extend(own);
     }
     if call.signal.is_aborted() && !result.is_error() {
-        return Staged::Post(cancellation_result(&dispatch.shared, &result));
+        return Stage::Post(cancellation_result(&dispatch.shared, &result));
     }
-    Staged::Post(result)
+    Stage::Post(result)
 }
 
 fn default_ask_reason(name: &str) -> String {
@@ -369,6 +471,7 @@ async fn ask(
         agent,
         tool_name: name.clone(),
         call_id: call.call_id.clone(),
+        arguments: call.arguments.clone(),
         reason,
         signal: call.signal.clone(),
     };

@@ -19,7 +19,7 @@ use super::error::{codes, RegistryError, ToolError};
 use super::hooks::{
     ApprovalHook, ExecuteCall, ExecuteNext, HookSet, PostDecision, PostNext, PreDecision, PreNext,
 };
-use super::pipeline::{self, ToolCall, ToolExecutionInput};
+use super::pipeline::{self, StagedCall, ToolCall, ToolExecutionInput};
 use super::result::ToolExecutionResult;
 use super::scope::{next_id, AgentScope};
 use super::RUN_CODE_NAME;
@@ -371,7 +371,22 @@ impl Drop for RegistrationGuard {
     }
 }
 
+/// A registry handle that does not keep it alive: what the registry's own tools (the `run_code`
+/// transport) hold, so that a registry and its transport do not own each other.
+#[derive(Clone)]
+pub(crate) struct WeakRegistry(Weak<Inner>);
+
+impl WeakRegistry {
+    pub(crate) fn upgrade(&self) -> Option<Registry> {
+        self.0.upgrade().map(|inner| Registry { inner })
+    }
+}
+
 impl Registry {
+    pub(crate) fn downgrade(&self) -> WeakRegistry {
+        WeakRegistry(Arc::downgrade(&self.inner))
+    }
+
     /// A registry whose deployment mode is `native`.
     pub fn new() -> Self {
         Self::with_mode(ToolMode::Native)
@@ -430,6 +445,23 @@ impl Registry {
         layer.tools.push((id, Arc::new(definition)));
         drop(state);
         Ok(RegistrationGuard::new(self, Target::Tool(scope_id, id)))
+    }
+
+    /// Registers every definition, or none: on the first refusal the ones already registered
+    /// are removed again and the refusal is returned.
+    pub fn register_all(
+        &self,
+        definitions: impl IntoIterator<Item = ToolDefinition>,
+        scope: Option<&AgentScope>,
+    ) -> Result<RegistrationGuard, RegistryError> {
+        let mut all = RegistrationGuard {
+            registry: Arc::downgrade(&self.inner),
+            targets: Vec::new(),
+        };
+        for definition in definitions {
+            all = all.merge(self.register(definition, scope)?);
+        }
+        Ok(all)
     }
 
     /// Installs the `run_code` transport (the only way that name enters a view). Visible to
@@ -806,7 +838,17 @@ impl Registry {
     /// Runs one call through the whole pipeline. Always returns exactly one final result; a
     /// started body is always awaited, never abandoned.
     pub async fn execute(&self, input: ToolExecutionInput) -> Arc<ToolExecutionResult> {
-        pipeline::run(self.clone(), input).await
+        self.prepare(input).await.dispatch().await.commit().await
+    }
+
+    /// Runs the stages before the body (creation, pre-execute, approval, guards, the
+    /// cancellation re-check) and hands back the call, so that a scheduler can dispatch its body
+    /// and commit it when it chooses. See [`StagedCall`].
+    pub fn prepare(
+        &self,
+        input: ToolExecutionInput,
+    ) -> impl Future<Output = StagedCall> + Send + 'static {
+        pipeline::prepare(self.clone(), input)
     }
 }
 

@@ -1,5 +1,7 @@
-//! The two guard plugins, written as ordinary pipeline users: the per-call timeout policy (an
-//! execute wrapper) and the repeat-tool reminder (a post-execute hook).
+//! Guard plugins, written as ordinary pipeline users: the per-call timeout policy (an execute
+//! wrapper), the repeat-tool reminder (a post-execute hook) and the name-based call policy
+//! (a pre-execute hook).
 
+pub mod policy;
 pub mod repeat_reminder;
 pub mod timeout;

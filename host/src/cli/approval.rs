@@ -1,0 +1,71 @@
+//! `--ask`: approval asked on the controlling terminal. Without one (a pipe, CI, a service) the
+//! answer is `unavailable`, so the call is denied: asking fails closed.
+
+use std::io::{BufRead, BufReader, Write};
+
+use codemode_runtime::json;
+use codemode_runtime::tools::{ApprovalHook, ApprovalOutcome, ApprovalRequest};
+use futures::future::BoxFuture;
+use tokio::sync::oneshot;
+
+/// Longest argument preview shown in a prompt.
+const PREVIEW_CHARS: usize = 400;
+
+/// Asks on `/dev/tty`, one question per call.
+pub struct TerminalApproval;
+
+impl ApprovalHook for TerminalApproval {
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
+        let mut arguments = json::to_string(&request.arguments);
+        if arguments.chars().count() > PREVIEW_CHARS {
+            arguments = arguments.chars().take(PREVIEW_CHARS).collect::<String>() + "…";
+        }
+        let question = format!(
+            "codemode: allow tool \"{}\" with {arguments}? [y/N] ",
+            request.tool_name
+        );
+        let (answer, answered) = oneshot::channel();
+        // A plain thread, not a blocking-pool task: a read nobody answers must not keep the
+        // runtime (and so the process) from shutting down.
+        let spawned = std::thread::Builder::new()
+            .name("codemode-approval".into())
+            .spawn(move || {
+                let _ = answer.send(ask(&question));
+            });
+        Box::pin(async move {
+            if spawned.is_err() {
+                return ApprovalOutcome::Unavailable;
+            }
+            tokio::select! {
+                outcome = answered => outcome.unwrap_or(ApprovalOutcome::Unavailable),
+                _ = request.signal.aborted() => ApprovalOutcome::Cancelled,
+            }
+        })
+    }
+}
+
+fn ask(question: &str) -> ApprovalOutcome {
+    let Ok(tty) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    else {
+        return ApprovalOutcome::Unavailable;
+    };
+    let mut out = &tty;
+    if out
+        .write_all(question.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        return ApprovalOutcome::Unavailable;
+    }
+    let mut line = String::new();
+    match BufReader::new(&tty).read_line(&mut line) {
+        Ok(0) | Err(_) => ApprovalOutcome::Unavailable,
+        Ok(_) => match line.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => ApprovalOutcome::AllowedOnce,
+            _ => ApprovalOutcome::Rejected,
+        },
+    }
+}

@@ -1,0 +1,269 @@
+//! The `run_code` definition: its schema and texts, its output contract, and the execution of
+//! one program (bindings, the run, the drain, the result).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+use tokio::sync::oneshot;
+
+use crate::code::{BindingFn, BindingNamespace, CodeRuntime, ErrorClass, RunRequest, RunResult};
+use crate::tools::error::codes;
+use crate::tools::registry::WeakRegistry;
+use crate::tools::{
+    ContentBlock, Registry, Schema, ToolDefinition, ToolError, ToolOutput, ToolRunContext,
+    RUN_CODE_NAME,
+};
+
+use super::scheduler::{self, DriverConfig, RunScope};
+use super::{render, RunCodeConfig, RunCodeError, RunReport};
+
+/// The model-facing texts of `run_code` for one program language.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Flavor {
+    /// The runtime language these texts are for.
+    pub language: &'static str,
+    /// The tool's description.
+    pub description: &'static str,
+    /// The `code` parameter's description.
+    pub code_description: &'static str,
+}
+
+/// The texts for TypeScript runtimes (and for a registry with no runtime).
+pub const TYPESCRIPT_FLAVOR: Flavor = Flavor {
+    language: "typescript",
+    description: "Execute a TypeScript program against the available tools. Takes two required arguments: `code`, the BODY of an async function (erasable syntax only; top-level `await` and `return` work), and `description`, a short summary of what the program does. Call tools as `await tools.name(args)` per the declarations in the system prompt. Only what you print or return is program output — curate it. Image-bearing subtool results are attached after the run.",
+    code_description: "The program: the body of an async TypeScript function.",
+};
+
+/// The texts for Python runtimes.
+pub const PYTHON_FLAVOR: Flavor = Flavor {
+    language: "python",
+    description: "Execute a Python program against the available tools. Takes two required arguments: `code`, the BODY of an async function (top-level `await` and `return` work), and `description`, a short summary of what the program does. Call tools as `await tools.name(args)` per the declarations in the system prompt. Use `print(...)` and/or `return <value>` for program output — curate it. Image-bearing subtool results are attached after the run.",
+    code_description: "The program: the body of an async Python function.",
+};
+
+/// The `description` parameter's description, the same for every language.
+pub const DESCRIPTION_PARAMETER: &str = "Clear, concise description of what this program does in active voice, 5-10 words (shown in the UI). Examples: \"Count TODO markers across packages\"; \"Read failing test and its fixture\"; \"Rename config key in every cordis.yml\".";
+
+const FLAVORS: [&Flavor; 2] = [&TYPESCRIPT_FLAVOR, &PYTHON_FLAVOR];
+
+impl Flavor {
+    /// The texts for a runtime language, or the error naming the languages that have some.
+    pub fn for_language(language: &str) -> Result<&'static Flavor, RunCodeError> {
+        FLAVORS
+            .into_iter()
+            .find(|f| f.language == language)
+            .ok_or_else(|| {
+                let known: Vec<String> =
+                    FLAVORS.iter().map(|f| format!("\"{}\"", f.language)).collect();
+                RunCodeError(format!(
+                    "no run_code schema flavor registered for runtime language \"{language}\" (known: {})",
+                    known.join(", ")
+                ))
+            })
+    }
+
+    /// The exact parameter schema: `code` and `description`, both required strings, with no
+    /// `additionalProperties` key (the parameter root is open).
+    pub fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": self.code_description},
+                "description": {"type": "string", "description": DESCRIPTION_PARAMETER},
+            },
+            "required": ["code", "description"],
+        })
+    }
+}
+
+fn output_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "logs": {"type": "array", "items": {"type": "string"}},
+            "result": {},
+        },
+        "required": ["logs"],
+        "additionalProperties": false,
+    })
+}
+
+/// `run_code` as a registrable definition.
+pub(super) fn definition(
+    registry: &Registry,
+    runtime: Option<Arc<dyn CodeRuntime>>,
+    config: RunCodeConfig,
+    flavor: &'static Flavor,
+) -> ToolDefinition {
+    // Both literals are in the subset (and tested); the fallbacks only keep this total.
+    let parameters =
+        Schema::raw(flavor.parameters()).unwrap_or_else(|_| Schema::empty_parameters());
+    let output = Schema::raw(output_schema()).unwrap_or_else(|_| Schema::empty_parameters());
+    let shared = Arc::new(Shared {
+        registry: registry.downgrade(),
+        runtime,
+        config,
+    });
+    ToolDefinition::builder(RUN_CODE_NAME)
+        .description(flavor.description)
+        .parameters(parameters)
+        .output(ToolOutput::new(output, |_args, value| {
+            let logs: Vec<String> = value
+                .get("logs")
+                .and_then(Value::as_array)
+                .map(|logs| {
+                    logs.iter()
+                        .filter_map(|l| l.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Ok(vec![ContentBlock::text(render::output_text(
+                &logs,
+                value.get("result"),
+            ))])
+        }))
+        .execute(move |args, ctx| execute(shared.clone(), args, ctx))
+        .present_call(|args| {
+            Some(json!({
+                "card": "generic",
+                "title": args.get("description").cloned().unwrap_or(Value::Null),
+                "kind": "execute",
+                "rawInput": args.get("code").cloned().unwrap_or(Value::Null),
+            }))
+        })
+        .build()
+}
+
+struct Shared {
+    registry: WeakRegistry,
+    runtime: Option<Arc<dyn CodeRuntime>>,
+    config: RunCodeConfig,
+}
+
+fn missing_runtime(mode: impl std::fmt::Display) -> ToolError {
+    ToolError::new(format!(
+        "codemode: mode \"{mode}\" requires a code runtime — pass one to run_code::install (codemode_host::WasmCodeRuntime runs TypeScript in a wasm sandbox) or set the tools mode to \"native\""
+    ))
+}
+
+/// One program: bind the visible tools, run, drain every sub-call, report, shape the value.
+async fn execute(
+    shared: Arc<Shared>,
+    args: Arc<Value>,
+    ctx: ToolRunContext,
+) -> Result<Value, ToolError> {
+    let code = args.get("code").and_then(Value::as_str).unwrap_or_default();
+    let description = args
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if description.trim().is_empty() {
+        return Err(ToolError::new(
+            "invalid description: expected a non-empty string",
+        ));
+    }
+    let Some(registry) = shared.registry.upgrade() else {
+        return Err(ToolError::new("run_code: its registry is gone"));
+    };
+    let Some(runtime) = shared.runtime.clone() else {
+        return Err(missing_runtime(registry.mode_for(ctx.agent())));
+    };
+
+    let (scope, submissions) = RunScope::new(&ctx);
+    let functions: BTreeMap<String, BindingFn> = registry
+        .definitions(ctx.agent())
+        .iter()
+        .filter(|d| d.name() != RUN_CODE_NAME)
+        .map(|d| (d.name().to_owned(), binding(scope.clone(), d.name())))
+        .collect();
+    let request = RunRequest {
+        program: code.to_owned(),
+        bindings: vec![BindingNamespace {
+            global: "tools".to_owned(),
+            functions,
+            error_class: Some(ErrorClass {
+                name: "ToolCallError".to_owned(),
+                member_name_property: "toolName".to_owned(),
+            }),
+        }],
+        signal: Some(scope.run_signal()),
+    };
+    let driver_config = DriverConfig {
+        registry,
+        max_parallel: shared.config.max_parallel_sub_calls,
+        settle_grace: shared.config.settle_grace,
+        events: shared.config.events.clone(),
+    };
+    let (returned, run_returned) = oneshot::channel();
+    let run = async {
+        let outcome = runtime.run(request).await;
+        scope.settle();
+        let _ = returned.send(());
+        outcome
+    };
+    let drive = scheduler::drive(&scope, &driver_config, &ctx, submissions, run_returned);
+    let (outcome, sub_calls) = tokio::join!(run, drive);
+    let result = outcome.map_err(|rejection| ToolError::new(rejection.to_string()))?;
+    if let Some(observer) = &shared.config.on_run {
+        observer(&RunReport {
+            call_id: ctx.call_id(),
+            result: &result,
+            sub_calls: &sub_calls,
+        });
+    }
+    program_output(result)
+}
+
+/// The binding the program calls as `tools[name]`: queue the call, resolve when it commits.
+fn binding(scope: Arc<RunScope>, name: &str) -> BindingFn {
+    let name = name.to_owned();
+    Arc::new(
+        move |arguments, host_signal| match scope.submit(&name, arguments, host_signal) {
+            Ok(receiver) => {
+                let name = name.clone();
+                Box::pin(async move {
+                    receiver.await.unwrap_or_else(|_| {
+                        Err(format!(
+                            "run_code run is over ({}); {name} tool call abandoned",
+                            scheduler::SETTLED_REASON
+                        ))
+                    })
+                })
+            }
+            Err(message) => Box::pin(std::future::ready(Err(message))),
+        },
+    )
+}
+
+/// `{logs, result?}`, or the `CODE_RUN_FAILED` error with the captured output.
+fn program_output(result: RunResult) -> Result<Value, ToolError> {
+    let RunResult {
+        value, logs, error, ..
+    } = result;
+    if let Some(failure) = error {
+        let captured = if logs.is_empty() {
+            String::new()
+        } else {
+            format!("\nCaptured output:\n{}", logs.join("\n"))
+        };
+        return Err(ToolError::coded(
+            "CodeRunFailedError",
+            codes::CODE_RUN_FAILED,
+            format!(
+                "code run failed ({}): {}{captured}",
+                failure.kind, failure.message
+            ),
+        ));
+    }
+    let mut output = Map::new();
+    output.insert(
+        "logs".to_owned(),
+        Value::Array(logs.into_iter().map(Value::String).collect()),
+    );
+    if let Some(value) = value {
+        output.insert("result".to_owned(), value);
+    }
+    Ok(Value::Object(output))
+}
