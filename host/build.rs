@@ -115,7 +115,6 @@ fn ensure_wasm_target() {
         add.extend(["--toolchain", toolchain]);
     }
     let fix = format!("rustup {}", add.join(" "));
-    println!("cargo:warning=this toolchain lacks the {GUEST_TARGET} target the sandbox guest is built for; running `{fix}`");
     let added = Command::new("rustup")
         .args(&add)
         .status()
@@ -125,6 +124,7 @@ fn ensure_wasm_target() {
             "the sandbox guest is built for {GUEST_TARGET}, which this Rust toolchain does not have, and adding it failed; add it with:\n\n    {fix}\n"
         );
     }
+    println!("cargo:warning=added the {GUEST_TARGET} target the sandbox guest is built for to this toolchain (`{fix}`)");
 }
 
 /// `<target>/[<triple>/]<profile>/build/<pkg>/out` → `<target>/guest`, shared by every profile.

@@ -267,6 +267,7 @@ fn bench_prints_one_object_with_every_workload() {
         "fresh_run_p50_us",
         "fresh_run_p99_us",
         "sub_call_us",
+        "pipeline_sub_call_us",
         "parallel_10x100ms_ms",
         "runs_per_sec",
         "rss_per_instance_mib",
@@ -284,5 +285,232 @@ fn bench_prints_one_object_with_every_workload() {
     assert!(
         report["interruption"].is_null(),
         "the study runs only when asked"
+    );
+}
+
+/// The program's result under `flags`, run without a controlling terminal (`setsid`), so
+/// `--ask` can never prompt whoever runs the tests.
+fn result_without_terminal(flags: &[&str], program: &str) -> (Option<i32>, Value) {
+    use std::io::Write;
+    let mut child = Command::new("setsid")
+        .arg(binary())
+        .args(["run", "--json"])
+        .args(flags)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn codemode under setsid");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(program.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), json_of(&out))
+}
+
+const TRY_FAIL_AND_SLEEP: &str = r#"
+    const attempt = async (f: () => Promise<unknown>) => {
+      try { return await f(); } catch (e) { return `${e.toolName}: ${e.message}`; }
+    };
+    return [
+      await attempt(() => tools.fail({ message: 'ran' })),
+      await attempt(() => tools.sleep({ ms: 1 })),
+    ];
+"#;
+
+#[test]
+fn deny_and_allow_reach_the_program_as_tool_call_errors_with_the_reason() {
+    let (code, doc) = result_without_terminal(&["--deny", "fail"], TRY_FAIL_AND_SLEEP);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        doc["result"],
+        json!(["fail: tool \"fail\" is denied by policy", {"slept": 1}])
+    );
+    let (_, doc) =
+        result_without_terminal(&["--allow", "echo", "--allow", "fail"], TRY_FAIL_AND_SLEEP);
+    assert_eq!(
+        doc["result"],
+        json!([
+            "fail: ran",
+            "sleep: tool \"sleep\" is not in the allowed set (echo, fail)"
+        ])
+    );
+    assert_eq!(
+        doc["calls"],
+        json!([
+            {"subCallId": "run:code:1", "tool": "fail", "outcome": "rejected"},
+            {"subCallId": "run:code:2", "tool": "sleep", "outcome": "rejected"},
+        ])
+    );
+}
+
+#[test]
+fn ask_without_a_terminal_fails_closed() {
+    let (code, doc) = result_without_terminal(&["--ask", "fail"], TRY_FAIL_AND_SLEEP);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        doc["result"],
+        json!([
+            "fail: tool \"fail\" requires approval, but no approval channel is available",
+            {"slept": 1}
+        ])
+    );
+}
+
+#[test]
+fn policy_flags_naming_unknown_tools_and_a_zero_parallel_cap_are_usage_errors() {
+    let out = run_with_stdin(&["run", "--deny", "fial"], "return 1");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr
+            .contains("unknown tool \"fial\"; known tools: echo, sleep, fail, read_file, list_dir"),
+        "{stderr}"
+    );
+    let out = run_with_stdin(&["run", "--max-parallel", "0"], "return 1");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn max_parallel_bounds_overlapping_calls() {
+    let program = "const t = Date.now(); await Promise.all(Array.from({ length: 4 }, () => tools.sleep({ ms: 150 }))); return Date.now() - t;";
+    let (_, wide) = result_without_terminal(&["--max-parallel", "4"], program);
+    let (_, narrow) = result_without_terminal(&["--max-parallel", "1"], program);
+    let (wide, narrow) = (
+        wide["result"].as_f64().unwrap(),
+        narrow["result"].as_f64().unwrap(),
+    );
+    // Four 150 ms sleeps: all at once, or one after another (at least 600 ms).
+    assert!(narrow >= 600.0, "serial: {narrow}");
+    assert!(wide < narrow, "overlapping {wide} vs serial {narrow}");
+}
+
+#[test]
+fn events_are_written_as_jsonl_with_a_type_per_line() {
+    let path = std::env::temp_dir().join(format!("codemode-events-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let (code, _) = result_without_terminal(
+        &["--events", path.to_str().unwrap()],
+        "await tools.echo({ a: 1 }); try { await tools.fail({ message: 'no' }); } catch {} return 1;",
+    );
+    assert_eq!(code, Some(0));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let kinds: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let event: Value = serde_json::from_str(line).unwrap();
+            let id = event["subCallId"]
+                .as_str()
+                .or(event["callId"].as_str())
+                .unwrap()
+                .to_owned();
+            format!("{} {id}", event["type"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "tool/call run",
+            "tool/code-dispatch-start run:code:1",
+            "tool/code-dispatch run:code:1",
+            "tool/code-dispatch-start run:code:2",
+            "tool/code-dispatch run:code:2",
+            "tool/result run",
+        ]
+    );
+    let settle: Value = serde_json::from_str(text.lines().nth(4).unwrap()).unwrap();
+    assert_eq!(settle["isError"], true);
+    assert_eq!(
+        settle["content"],
+        json!([{"type": "text", "text": "Error: no"}])
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn sdk_declares_only_what_the_policy_lets_a_program_call() {
+    let out = Command::new(binary())
+        .args(["sdk", "--deny", "fail", "--deny", "echo"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("  sleep: "), "{text}");
+    assert!(
+        !text.contains("  fail: ") && !text.contains("  echo: "),
+        "{text}"
+    );
+    let out = Command::new(binary())
+        .args(["sdk", "--allow", "read_file"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("  read_file: ") && !text.contains("  sleep: "),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_first_run_says_it_is_preparing_the_sandbox() {
+    let cache = std::env::temp_dir().join(format!("codemode-first-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let first = Command::new(binary())
+        .args([
+            "run",
+            "--json",
+            fixtures().join("programs/hello.ts").to_str().unwrap(),
+        ])
+        .env("CODEMODE_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert_eq!(first.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        stderr.contains("preparing the sandbox for first use"),
+        "{stderr}"
+    );
+    let second = Command::new(binary())
+        .args([
+            "run",
+            "--json",
+            fixtures().join("programs/hello.ts").to_str().unwrap(),
+        ])
+        .env("CODEMODE_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&second.stderr),
+        "",
+        "cached: nothing to say"
+    );
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn the_embedding_example_runs_a_program_through_run_code() {
+    let exe = binary()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(format!("embed{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        exe.exists(),
+        "{} is built by `cargo build --all-targets`",
+        exe.display()
+    );
+    let out = Command::new(exe).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "delete_file refused: deleting files is not allowed here\n{\n  \"sum\": 5\n}\n"
     );
 }

@@ -41,7 +41,9 @@ impl Default for Budgets {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("codemode: config.{key} {problem}")]
 pub struct BudgetError {
+    /// The budget's configuration key, e.g. `maxWallMs`.
     pub key: &'static str,
+    /// What is wrong with its value.
     pub problem: String,
 }
 
@@ -88,14 +90,17 @@ impl Budgets {
         Ok(())
     }
 
+    /// The compute budget as fuel, at [`FUEL_PER_MS`].
     pub fn fuel(&self) -> u64 {
         self.compute_ms.saturating_mul(FUEL_PER_MS)
     }
 
+    /// The wall-clock ceiling.
     pub fn wall(&self) -> Duration {
         Duration::from_millis(self.wall_ms)
     }
 
+    /// The linear memory ceiling in bytes.
     pub fn memory_bytes(&self) -> usize {
         (self.memory_mb as usize).saturating_mul(1024 * 1024)
     }

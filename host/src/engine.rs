@@ -51,13 +51,18 @@ pub struct Shared {
 /// --interruption`); with them a budget the scheme lacks goes unenforced while wasm runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Interruption {
+    /// No instrumentation: nothing stops wasm until it returns to the host.
     None,
+    /// Fuel only: the compute budget is enforced, the wall clock and aborts are not.
     Fuel,
+    /// Epochs only: the wall clock and aborts are enforced, the compute budget is not.
     Epoch,
+    /// Both, as every run uses.
     FuelAndEpoch,
 }
 
 impl Interruption {
+    /// Every scheme, for benchmarks that compare them.
     pub const ALL: [Interruption; 4] = [
         Interruption::None,
         Interruption::Fuel,
@@ -65,14 +70,17 @@ impl Interruption {
         Interruption::FuelAndEpoch,
     ];
 
+    /// Whether the scheme compiles in fuel metering.
     pub fn fuel(self) -> bool {
         matches!(self, Interruption::Fuel | Interruption::FuelAndEpoch)
     }
 
+    /// Whether the scheme compiles in epoch interruption.
     pub fn epoch(self) -> bool {
         matches!(self, Interruption::Epoch | Interruption::FuelAndEpoch)
     }
 
+    /// The scheme's short name, which labels it in benchmark reports.
     pub fn name(self) -> &'static str {
         match self {
             Interruption::None => "none",

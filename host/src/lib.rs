@@ -2,6 +2,8 @@
 //! under fuel, epoch, memory and output budgets, calling host bindings through a validated
 //! bridge. The `codemode` binary (src/main.rs) wires this crate to the CLI.
 
+#![warn(missing_docs)]
+
 mod bridge;
 pub mod builtins;
 pub mod config;

@@ -21,8 +21,10 @@ use crate::strip::strip_types;
 /// Why a runtime could not be built.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SetupError {
+    /// A budget is unusable.
     #[error(transparent)]
     Budget(#[from] BudgetError),
+    /// The engine or the guest module could not be set up.
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
@@ -124,6 +126,7 @@ impl WasmCodeRuntime {
         }
     }
 
+    /// The budgets every run of this runtime gets.
     pub fn budgets(&self) -> &Budgets {
         &self.inner.budgets
     }

@@ -20,6 +20,7 @@ const SUFFIX: &str = "\n}";
 /// A program the stripper refused: a syntax error or a construct it cannot erase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StripError {
+    /// What the stripper refused, in its own words.
     pub message: String,
     /// 1-based, in the program as written (0 when unknown).
     pub line: u32,

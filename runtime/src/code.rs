@@ -35,16 +35,20 @@ where
 /// The class a namespace's rejections are instances of, e.g. `ToolCallError` with `toolName`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorClass {
+    /// The class's global name, e.g. `ToolCallError`.
     pub name: String,
+    /// The error property that carries the called member's name, e.g. `toolName`.
     pub member_name_property: String,
 }
 
 /// One program-visible object, `global`, whose members are host functions.
 #[derive(Clone)]
 pub struct BindingNamespace {
+    /// The global the namespace is installed as, e.g. `tools`.
     pub global: String,
     /// Member names are arbitrary strings (`__proto__` and `constructor` included).
     pub functions: BTreeMap<String, BindingFn>,
+    /// The class rejections are instances of; without one they are plain `Error`s.
     pub error_class: Option<ErrorClass>,
 }
 
@@ -64,6 +68,7 @@ impl fmt::Debug for BindingNamespace {
 pub struct RunRequest {
     /// The body of an async TypeScript function (top-level `await` and `return` work).
     pub program: String,
+    /// The namespaces the program can call, checked by [`validate_bindings`].
     pub bindings: Vec<BindingNamespace>,
     /// Fires to abort the run; the result is then a failure of kind `abort` with its reason.
     pub signal: Option<AbortSignal>,
@@ -72,9 +77,12 @@ pub struct RunRequest {
 /// What a run produced. `value` is absent when the run failed or returned `undefined`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
+    /// The program's return value.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<Value>,
+    /// The program's console output, one entry per `console` call.
     pub logs: Vec<String>,
+    /// Why the run failed; absent on success.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<RunFailure>,
     /// Every binding call the program started, in start order, with how it ended; a caller can
@@ -86,11 +94,15 @@ pub struct RunResult {
 /// How one binding call ended, seen from the run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallRecord {
+    /// The namespace's global.
     pub global: String,
+    /// The member that was called.
     pub name: String,
+    /// How the call ended.
     pub outcome: CallOutcome,
 }
 
+/// How a binding call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CallOutcome {
@@ -105,8 +117,11 @@ pub enum CallOutcome {
 /// Why a run failed. The kinds keep the reference's strings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunFailure {
+    /// The broad class of failure.
     pub kind: FailureKind,
+    /// What went wrong, as the program or the caller should see it.
     pub message: String,
+    /// The limit or fault behind a `timeout` or `worker-exit`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<FailureCause>,
     /// 1-based line in the TypeScript the model wrote (exceptions only).
@@ -118,6 +133,7 @@ pub struct RunFailure {
 }
 
 impl RunFailure {
+    /// A failure with no cause and no position.
     pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
         Self {
             kind,
@@ -128,11 +144,14 @@ impl RunFailure {
         }
     }
 
+    /// Sets the limit or fault behind the failure.
     pub fn with_cause(mut self, cause: FailureCause) -> Self {
         self.cause = Some(cause);
         self
     }
 
+    /// Sets the 1-based position in the program; a zero line leaves it unset, a zero column
+    /// sets only the line.
     pub fn at(mut self, line: u32, column: u32) -> Self {
         if line > 0 {
             self.line = Some(line);
@@ -142,6 +161,7 @@ impl RunFailure {
     }
 }
 
+/// The broad class of a run failure, serialized as the reference's kebab-case strings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailureKind {
@@ -160,6 +180,7 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// The kind's reference string, e.g. `worker-exit`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Exception => "exception",
@@ -182,14 +203,20 @@ impl fmt::Display for FailureKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailureCause {
+    /// The compute (fuel) budget ran out.
     Compute,
+    /// The wall-clock ceiling was reached.
     Wall,
+    /// The memory limit was exceeded.
     Memory,
+    /// The sandbox's stack was exhausted.
     Stack,
+    /// The sandbox trapped or exited for any other reason.
     Trap,
 }
 
 impl FailureCause {
+    /// The cause's serialized string, e.g. `compute`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Compute => "compute",
@@ -204,8 +231,10 @@ impl FailureCause {
 /// Misuse of the seam: the only reasons `run` returns `Err`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RunRejection {
+    /// `run` was called after `dispose`.
     #[error("codemode: run() after disposal")]
     Disposed,
+    /// The request's bindings failed [`validate_bindings`]; holds the reason.
     #[error("codemode: {0}")]
     InvalidBindings(String),
 }

@@ -17,12 +17,16 @@ pub const MAX_DEPTH: usize = 5_000;
 /// Why a text or value is not lossless JSON.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JsonError {
+    /// The text is not JSON; holds the byte offset of the fault.
     #[error("malformed JSON at byte {0}")]
     Syntax(usize),
+    /// A number overflows to infinity or is `-0`; holds its byte offset.
     #[error("number at byte {0} is not a finite JSON number other than -0")]
     Number(usize),
+    /// The nesting exceeds [`MAX_DEPTH`].
     #[error("value is nested deeper than {MAX_DEPTH} levels")]
     TooDeep,
+    /// Non-whitespace follows the value; holds its byte offset.
     #[error("trailing data at byte {0}")]
     Trailing(usize),
 }

@@ -97,6 +97,7 @@ pub enum LogAdmission<'a> {
 }
 
 impl Ledger {
+    /// An empty ledger (the 2 bytes of `[]` already counted) with a cap of `max` bytes.
     pub fn new(max: u64) -> Self {
         Self {
             max,
@@ -106,14 +107,17 @@ impl Ledger {
         }
     }
 
+    /// The cap, in bytes.
     pub fn max(&self) -> u64 {
         self.max
     }
 
+    /// Bytes the logs use so far, `[]` included.
     pub fn used(&self) -> u64 {
         self.used
     }
 
+    /// Whether the output has exceeded the cap; the ledger then admits nothing more.
     pub fn overflowed(&self) -> bool {
         self.overflowed
     }

@@ -82,6 +82,7 @@ impl Default for AbortController {
 }
 
 impl AbortController {
+    /// A controller whose signal has not fired.
     pub fn new() -> Self {
         Self {
             signal: AbortSignal {
@@ -90,6 +91,7 @@ impl AbortController {
         }
     }
 
+    /// The signal this controller fires, to hand to whoever must stop.
     pub fn signal(&self) -> AbortSignal {
         self.signal.clone()
     }
@@ -99,6 +101,7 @@ impl AbortController {
         self.signal.inner.fire(reason.as_ref());
     }
 
+    /// Whether the signal has fired.
     pub fn is_aborted(&self) -> bool {
         self.signal.is_aborted()
     }
@@ -127,6 +130,7 @@ impl AbortSignal {
         controller.signal()
     }
 
+    /// Whether the signal has fired.
     pub fn is_aborted(&self) -> bool {
         self.inner.reason.get().is_some()
     }

@@ -14,19 +14,26 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InputError {
     /// The text is not JSON (or nests too deeply for the parser).
-    Json { message: String },
+    Json {
+        /// The parser's message.
+        message: String,
+    },
     /// The JSON is not one of the two accepted shapes.
     Shape {
         /// Where in the document, e.g. `$.tools[3].inputSchema`.
         path: String,
         /// The tool's name, when the entry has one.
         tool: Option<String>,
+        /// What is wrong there.
         message: String,
     },
     /// Two tools have the same name (after any prefix).
     DuplicateName {
+        /// The repeated name, prefix included.
         name: String,
+        /// Where the first tool of that name is, e.g. `$[0]`.
         first: String,
+        /// Where the repeat is.
         second: String,
     },
 }

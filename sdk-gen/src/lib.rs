@@ -21,6 +21,8 @@
 //! assert!(sdk.contains("  /** Read a file. */\n  read_file: {\n    path: string;\n  } & Record<string, JsonValue>;\n"));
 //! ```
 
+#![warn(missing_docs)]
+
 mod annotations;
 mod assembly;
 mod input;

@@ -10,8 +10,11 @@ use std::cmp::Ordering;
 /// One tool as the model sees it: JSON Schema values for its parameters and (optional) output.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSchema {
+    /// The name the program calls the tool by.
     pub name: String,
+    /// The tool's description, printed as its doc comment.
     pub description: Option<String>,
+    /// The argument schema.
     pub parameters: Value,
     /// `None` types the result as any JSON value.
     pub output: Option<Value>,
@@ -20,7 +23,9 @@ pub struct ToolSchema {
 /// The language programs are written in, which decides the SDK's language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Language {
+    /// TypeScript programs, with a TypeScript declaration of the tools.
     TypeScript,
+    /// Python programs, with a Python declaration of the tools.
     Python,
 }
 
@@ -34,6 +39,7 @@ impl Language {
         }
     }
 
+    /// The runtime's name for the language, the inverse of [`Language::from_name`].
     pub fn name(self) -> &'static str {
         match self {
             Self::TypeScript => "typescript",

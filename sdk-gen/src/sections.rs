@@ -16,8 +16,11 @@ pub const SDK_SECTION_ORDER: u32 = 150;
 /// One section of a system prompt. An empty `text` contributes nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptSection {
+    /// The section's id, e.g. `tools:sdk`.
     pub id: &'static str,
+    /// Where the section goes in the prompt; lower comes first.
     pub order: u32,
+    /// The section's text.
     pub text: String,
 }
 

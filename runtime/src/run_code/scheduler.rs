@@ -14,24 +14,32 @@
 //! When the run is over (it settled, or the outer call was cancelled), queued calls are
 //! abandoned without events, and running calls see the run's signal fire. A body that ignores
 //! its signal gets `settle_grace` to stop; then it is detached and its call commits as
-//! `ABORTED`. The driver returns only when every started call has committed, so no event lands
-//! after `run_code` returns.
+//! `ABORTED`. `run_code` returns only when every started call has committed, so no event lands
+//! after it.
+//!
+//! The scheduler has no task of its own: whoever polls drives it, inline. The `run_code` call
+//! polls it beside the run (so calls progress while the program computes), and each binding
+//! future polls it when the runtime waits on that call; a call whose stages all complete at
+//! once (most do) is answered within that one poll, with no wake-up and no task switch. Every
+//! future the scheduler owns is polled with the `run_code` call's own waker, so whichever
+//! future becomes ready, the call that drives everything is woken.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
 
 use crate::code::CallOutcome;
 use crate::json;
 use crate::signal::{AbortController, AbortSignal};
 use crate::tools::events::{now_ms, EventSink, SessionEvent};
+use crate::tools::pipeline::CallShared;
 use crate::tools::{
     ContentBlock, ContextMessage, ContextSource, ExecutionMode, Registry, StagedCall,
     ToolExecutionInput, ToolExecutionResult, ToolOutcome, ToolRunContext,
@@ -42,37 +50,89 @@ use super::SubCallRecord;
 /// The plugin name deferred image contexts are attributed to.
 pub const DEFERRED_IMAGE_PLUGIN: &str = "tools-code-mode";
 
-type Reply = oneshot::Sender<Result<Value, String>>;
+/// The reason the run's signal fires with when the run itself ended.
+pub(crate) const SETTLED_REASON: &str = "run_code settled";
+
+/// What the scheduler needs of its configuration.
+pub(crate) struct DriverConfig {
+    pub(crate) registry: Registry,
+    pub(crate) max_parallel: usize,
+    pub(crate) settle_grace: Duration,
+    pub(crate) events: Option<Arc<dyn EventSink>>,
+}
+
+type LaneFuture = BoxFuture<'static, LaneDone>;
+type BodyFuture = BoxFuture<'static, (usize, StagedCall)>;
+type Answer = Result<Value, String>;
+
+enum LaneDone {
+    Started(Box<StagedCall>),
+    Committed(Arc<ToolExecutionResult>),
+}
 
 /// A call the program made, waiting for its turn.
-pub(crate) struct Submission {
+struct Queued {
     seq: usize,
     input: ToolExecutionInput,
-    reply: Reply,
-    /// The runtime's signal for this binding call: it fires when the run settles.
-    host_signal: AbortSignal,
 }
 
-/// What the bindings of one run share with its driver.
-pub(crate) struct RunScope {
-    /// The outer call's id, the parent of every sub-call id.
-    parent_call_id: String,
-    root_call_id: String,
-    template: ToolExecutionInput,
-    /// Fires when the run is over: the outer call was cancelled or the run settled.
+/// A started call, in submission order, until it commits.
+struct Started {
+    seq: usize,
+    name: String,
+    mode: ExecutionMode,
+    arguments: Option<Arc<Value>>,
+    /// The staged call once its body finished (or it needed none).
+    settled: Option<StagedCall>,
+    /// What commits in place of a body that was detached for ignoring its signal.
+    fallback: Option<StagedCall>,
+}
+
+/// Where a call's answer waits for its binding future.
+#[derive(Default)]
+struct Reply {
+    answer: Option<Answer>,
+    waker: Option<Waker>,
+}
+
+/// One run's scheduler, shared by the `run_code` call and the run's binding futures.
+pub(crate) struct Scheduler {
+    state: Mutex<State>,
     run_signal: AbortSignal,
     settled: AbortController,
-    submissions: mpsc::UnboundedSender<Submission>,
-    dispatches: AtomicU64,
+    parent_call_id: String,
 }
 
-impl RunScope {
-    /// The scope of one run of `run_code` called as `ctx`, and the receiving end of its
-    /// submissions.
-    pub(crate) fn new(ctx: &ToolRunContext) -> (Arc<Self>, mpsc::UnboundedReceiver<Submission>) {
+struct State {
+    config: DriverConfig,
+    template: ToolExecutionInput,
+    root_call_id: String,
+    /// The `run_code` call's channel back to the loop (deferred contexts, turn conclusion).
+    outer: Arc<CallShared>,
+    /// Events are logged for calls made by an agent only.
+    events: Option<Arc<dyn EventSink>>,
+    /// The `run_code` call's waker: every owned future is polled with it.
+    waker: Option<Waker>,
+    queue: VecDeque<Queued>,
+    started: VecDeque<Started>,
+    /// The call the lane is starting or committing.
+    in_lane: Option<Started>,
+    lane: Option<LaneFuture>,
+    bodies: FuturesUnordered<BodyFuture>,
+    exclusive_active: bool,
+    records: Vec<SubCallRecord>,
+    replies: Vec<Reply>,
+    run_over: Option<BoxFuture<'static, String>>,
+    host_signal: Option<BoxFuture<'static, String>>,
+    grace: Option<Pin<Box<tokio::time::Sleep>>>,
+    returned: bool,
+}
+
+impl Scheduler {
+    /// The scheduler of one run of `run_code` called as `ctx`.
+    pub(crate) fn new(ctx: &ToolRunContext, config: DriverConfig) -> Arc<Self> {
         let settled = AbortController::new();
         let run_signal = AbortSignal::any(&[ctx.signal().clone(), settled.signal()]);
-        let (submissions, receiver) = mpsc::unbounded_channel();
         let template = ToolExecutionInput {
             call_id: String::new(),
             root_call_id: Some(ctx.root_call_id().to_owned()),
@@ -82,26 +142,44 @@ impl RunScope {
             parent: Some(ctx.token()),
             signal: run_signal.clone(),
         };
-        let scope = Arc::new(Self {
-            parent_call_id: ctx.call_id().to_owned(),
-            root_call_id: ctx.root_call_id().to_owned(),
-            template,
+        let events = ctx.agent().and(config.events.clone());
+        let watched = run_signal.clone();
+        Arc::new(Self {
+            state: Mutex::new(State {
+                config,
+                template,
+                root_call_id: ctx.root_call_id().to_owned(),
+                outer: ctx.shared().clone(),
+                events,
+                waker: None,
+                queue: VecDeque::new(),
+                started: VecDeque::new(),
+                in_lane: None,
+                lane: None,
+                bodies: FuturesUnordered::new(),
+                exclusive_active: false,
+                records: Vec::new(),
+                replies: Vec::new(),
+                run_over: Some(Box::pin(async move { watched.aborted().await })),
+                host_signal: None,
+                grace: None,
+                returned: false,
+            }),
             run_signal,
             settled,
-            submissions,
-            dispatches: AtomicU64::new(0),
-        });
-        (scope, receiver)
+            parent_call_id: ctx.call_id().to_owned(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Held only inside one synchronous drive; a panicking hook is caught by the pipeline
+        // before it can unwind through here.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The signal the program's run is given: it fires with the outer call's cancellation.
     pub(crate) fn run_signal(&self) -> AbortSignal {
         self.run_signal.clone()
-    }
-
-    /// Marks the run over (the runtime returned): queued calls are abandoned from now on.
-    pub(crate) fn settle(&self) {
-        self.settled.abort(SETTLED_REASON);
     }
 
     fn over_reason(&self) -> String {
@@ -110,246 +188,302 @@ impl RunScope {
             .unwrap_or_else(|| SETTLED_REASON.to_owned())
     }
 
-    /// Numbers and queues one call; the receiver resolves when the call commits.
+    /// Numbers and queues one call made by the program (`host_signal` fires when the runtime
+    /// settles the run). The call starts at the next drive: the binding future's first poll,
+    /// or the `run_code` call's next poll while the program computes.
     pub(crate) fn submit(
-        &self,
+        self: &Arc<Self>,
         name: &str,
         arguments: Value,
         host_signal: AbortSignal,
-    ) -> Result<oneshot::Receiver<Result<Value, String>>, String> {
+    ) -> Result<SubCall, String> {
         if self.run_signal.is_aborted() {
             return Err(format!(
                 "run_code run is over ({}); {name} not dispatched",
                 self.over_reason()
             ));
         }
-        let n = self.dispatches.fetch_add(1, Ordering::Relaxed) + 1;
-        let (reply, receiver) = oneshot::channel();
-        let mut input = self.template.clone();
-        input.call_id = format!("{}:code:{n}", self.parent_call_id);
+        let mut state = self.lock();
+        let seq = state.records.len() + 1;
+        let mut input = state.template.clone();
+        input.call_id = format!("{}:code:{seq}", self.parent_call_id);
         input.name = name.to_owned();
         input.arguments = arguments;
-        let submission = Submission {
-            seq: usize::try_from(n).unwrap_or(usize::MAX),
-            input,
-            reply,
-            host_signal,
-        };
-        self.submissions.send(submission).map_err(|_| {
-            format!(
-                "run_code run is over ({}); {name} not dispatched",
-                self.over_reason()
-            )
-        })?;
-        Ok(receiver)
-    }
-}
-
-/// The reason the run's signal fires with when the run itself ended.
-pub(crate) const SETTLED_REASON: &str = "run_code settled";
-
-/// What the driver needs besides the run's scope.
-pub(crate) struct DriverConfig {
-    pub(crate) registry: Registry,
-    pub(crate) max_parallel: usize,
-    pub(crate) settle_grace: Duration,
-    pub(crate) events: Option<Arc<dyn EventSink>>,
-}
-
-/// A started call, in submission order, until it commits.
-struct Started {
-    seq: usize,
-    name: String,
-    mode: ExecutionMode,
-    reply: Reply,
-    arguments: Option<Arc<Value>>,
-    /// The staged call once its body finished (or it needed none).
-    settled: Option<StagedCall>,
-    /// What commits in place of a body that was detached for ignoring its signal.
-    fallback: Option<StagedCall>,
-}
-
-enum LaneDone {
-    Started(StagedCall),
-    Committed(Arc<ToolExecutionResult>),
-}
-
-type LaneFuture = Pin<Box<dyn Future<Output = LaneDone> + Send>>;
-type BodyFuture = Pin<Box<dyn Future<Output = (usize, StagedCall)> + Send>>;
-
-/// One run's scheduler state, owned by its driver. The lane's future and the running bodies
-/// live beside it in [`drive`], so that waiting on them borrows nothing of this.
-struct Driver<'a> {
-    scope: &'a RunScope,
-    config: &'a DriverConfig,
-    ctx: &'a ToolRunContext,
-    queue: VecDeque<Submission>,
-    /// Started calls not yet committed, in submission order.
-    started: VecDeque<Started>,
-    /// The call the lane is starting or committing.
-    in_lane: Option<Started>,
-    exclusive_active: bool,
-    records: Vec<SubCallRecord>,
-}
-
-impl Driver<'_> {
-    fn events(&self) -> Option<&Arc<dyn EventSink>> {
-        // Sub-calls are logged only for calls made by an agent, as in the reference.
-        self.ctx.agent().and(self.config.events.as_ref())
+        state.records.push(SubCallRecord {
+            sub_call_id: input.call_id.clone(),
+            tool: input.name.clone(),
+            outcome: CallOutcome::Abandoned,
+        });
+        state.replies.push(Reply::default());
+        state.queue.push_back(Queued { seq, input });
+        if state.host_signal.is_none() {
+            state.host_signal = Some(Box::pin(async move { host_signal.aborted().await }));
+        }
+        drop(state);
+        Ok(SubCall {
+            scheduler: self.clone(),
+            seq,
+        })
     }
 
-    fn append(&self, event: SessionEvent) {
-        if let Some(sink) = self.events() {
+    /// Marks the run over: queued calls are abandoned, running calls see their signal fire.
+    pub(crate) fn settle(&self) {
+        self.settled.abort(SETTLED_REASON);
+    }
+
+    /// Polls the scheduler for the `run_code` call: remembers its waker, advances everything
+    /// that can advance, and says whether every call has committed since the run returned.
+    pub(crate) fn poll_outer(
+        &self,
+        cx: &mut Context<'_>,
+        run_returned: bool,
+    ) -> Poll<Vec<SubCallRecord>> {
+        let mut state = self.lock();
+        match &state.waker {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            _ => state.waker = Some(cx.waker().clone()),
+        }
+        if run_returned && !state.returned {
+            state.returned = true;
+            self.settle();
+        }
+        self.drive(&mut state, None);
+        if state.returned
+            && state.lane.is_none()
+            && state.in_lane.is_none()
+            && state.queue.is_empty()
+            && state.started.is_empty()
+            && state.bodies.is_empty()
+        {
+            return Poll::Ready(std::mem::take(&mut state.records));
+        }
+        Poll::Pending
+    }
+
+    /// Advances everything that can advance now. `polling` is the call whose binding future
+    /// is driving (its answer needs no wake-up).
+    fn drive(&self, state: &mut State, polling: Option<usize>) {
+        let waker = state.waker.clone().unwrap_or_else(|| Waker::noop().clone());
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            let mut changed = false;
+            if let Some(wait) = state.run_over.as_mut() {
+                if wait.as_mut().poll(&mut cx).is_ready() {
+                    state.run_over = None;
+                    state.host_signal = None;
+                }
+            }
+            if let Some(wait) = state.host_signal.as_mut() {
+                if wait.as_mut().poll(&mut cx).is_ready() {
+                    // The runtime settled the run (it fires its bindings' signal): the run is
+                    // over now, not only once the runtime has waited for its calls.
+                    state.host_signal = None;
+                    self.settle();
+                    changed = true;
+                }
+            }
+            let over = self.run_signal.is_aborted();
+            if over && !state.bodies.is_empty() {
+                let grace = state.config.settle_grace;
+                let timer = state
+                    .grace
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(grace)));
+                if timer.as_mut().poll(&mut cx).is_ready() {
+                    self.detach(state);
+                    changed = true;
+                }
+            }
+            while let Poll::Ready(Some((seq, staged))) = state.bodies.poll_next_unpin(&mut cx) {
+                if let Some(entry) = state.started.iter_mut().find(|s| s.seq == seq) {
+                    entry.fallback = None;
+                    entry.settled = Some(staged);
+                }
+                changed = true;
+            }
+            if state.lane.is_none() {
+                state.lane = self.next_lane(state, over, polling);
+            }
+            if let Some(lane) = state.lane.as_mut() {
+                if let Poll::Ready(done) = lane.as_mut().poll(&mut cx) {
+                    state.lane = None;
+                    self.lane_done(state, done, polling);
+                    changed = true;
+                }
+            }
+            if !changed {
+                return;
+            }
+        }
+    }
+
+    fn append(&self, state: &State, event: SessionEvent) {
+        if let Some(sink) = &state.events {
             if let Err(error) = sink.append(&event) {
                 tracing::warn!(
                     "run_code ({}): event sink failed: {error}",
-                    self.scope.parent_call_id
+                    self.parent_call_id
                 );
             }
         }
     }
 
-    fn accept(&mut self, submission: Submission) {
-        let index = submission.seq.saturating_sub(1);
-        if self.records.len() <= index {
-            self.records.resize_with(index + 1, || SubCallRecord {
-                sub_call_id: String::new(),
-                tool: String::new(),
-                outcome: CallOutcome::Abandoned,
-            });
-        }
-        self.records[index] = SubCallRecord {
-            sub_call_id: submission.input.call_id.clone(),
-            tool: submission.input.name.clone(),
-            outcome: CallOutcome::Abandoned,
+    fn answer(state: &mut State, seq: usize, answer: Answer, polling: Option<usize>) {
+        let Some(reply) = seq.checked_sub(1).and_then(|i| state.replies.get_mut(i)) else {
+            return;
         };
-        self.queue.push_back(submission);
+        reply.answer = Some(answer);
+        if polling != Some(seq) {
+            if let Some(waker) = reply.waker.take() {
+                waker.wake();
+            }
+        }
     }
 
     /// The next ordered stage, if one can run now: commit the head-of-line call if its body
     /// is done; otherwise abandon or start the next queued call if its slot is free.
-    fn next_lane(&mut self, running: usize, over: bool) -> Option<LaneFuture> {
-        if self.started.front().is_some_and(|s| s.settled.is_some()) {
-            let mut head = self.started.pop_front()?;
+    fn next_lane(
+        &self,
+        state: &mut State,
+        over: bool,
+        polling: Option<usize>,
+    ) -> Option<LaneFuture> {
+        if state.started.front().is_some_and(|s| s.settled.is_some()) {
+            let mut head = state.started.pop_front()?;
             let staged = head.settled.take()?;
-            self.in_lane = Some(head);
+            state.in_lane = Some(head);
             return Some(Box::pin(async move {
                 LaneDone::Committed(staged.commit().await)
             }));
         }
         loop {
-            let head = self.queue.front()?;
+            let head = state.queue.front()?;
             if over {
-                let submission = self.queue.pop_front()?;
-                let name = submission.input.name;
-                let _ = submission.reply.send(Err(format!(
-                    "run_code run is over ({}); {name} tool call abandoned",
-                    self.scope.over_reason()
-                )));
+                let queued = state.queue.pop_front()?;
+                let message = format!(
+                    "run_code run is over ({}); {} tool call abandoned",
+                    self.over_reason(),
+                    queued.input.name
+                );
+                Self::answer(state, queued.seq, Err(message), polling);
                 continue;
             }
             // Re-read at start time: a registry change while queued can make a call exclusive.
-            let mode = self.config.registry.execution_mode(&head.input);
-            let free = !self.exclusive_active
+            let mode = state.config.registry.execution_mode(&head.input);
+            let running = state.bodies.len();
+            let free = !state.exclusive_active
                 && match mode {
                     ExecutionMode::Exclusive => running == 0,
-                    ExecutionMode::Parallel => running < self.config.max_parallel,
+                    ExecutionMode::Parallel => running < state.config.max_parallel,
                 };
             if !free {
                 return None;
             }
-            let submission = self.queue.pop_front()?;
+            let queued = state.queue.pop_front()?;
             if mode == ExecutionMode::Exclusive {
-                self.exclusive_active = true;
+                state.exclusive_active = true;
             }
-            let arguments = self
-                .events()
-                .map(|_| Arc::new(json::clone_deep(&submission.input.arguments)));
+            let arguments = state
+                .events
+                .as_ref()
+                .map(|_| Arc::new(json::clone_deep(&queued.input.arguments)));
             if let Some(arguments) = &arguments {
-                self.append(SessionEvent::CodeDispatchStart {
-                    time: now_ms(),
-                    root_call_id: self.scope.root_call_id.clone(),
-                    parent_call_id: self.scope.parent_call_id.clone(),
-                    sub_call_id: submission.input.call_id.clone(),
-                    name: submission.input.name.clone(),
-                    arguments: arguments.clone(),
-                });
+                self.append(
+                    state,
+                    SessionEvent::CodeDispatchStart {
+                        time: now_ms(),
+                        root_call_id: state.root_call_id.clone(),
+                        parent_call_id: self.parent_call_id.clone(),
+                        sub_call_id: queued.input.call_id.clone(),
+                        name: queued.input.name.clone(),
+                        arguments: arguments.clone(),
+                    },
+                );
             }
-            self.in_lane = Some(Started {
-                seq: submission.seq,
-                name: submission.input.name.clone(),
+            state.in_lane = Some(Started {
+                seq: queued.seq,
+                name: queued.input.name.clone(),
                 mode,
-                reply: submission.reply,
                 arguments,
                 settled: None,
                 fallback: None,
             });
-            let prepare = self.config.registry.prepare(submission.input);
-            return Some(Box::pin(async move { LaneDone::Started(prepare.await) }));
+            let prepare = state.config.registry.prepare(queued.input);
+            return Some(Box::pin(async move { LaneDone::Started(Box::new(prepare.await)) }));
         }
     }
 
-    fn lane_done(&mut self, done: LaneDone, bodies: &mut FuturesUnordered<BodyFuture>) {
-        let Some(mut entry) = self.in_lane.take() else {
+    fn lane_done(&self, state: &mut State, done: LaneDone, polling: Option<usize>) {
+        let Some(mut entry) = state.in_lane.take() else {
             return;
         };
         match done {
             LaneDone::Started(staged) => {
+                let staged = *staged;
                 if staged.needs_dispatch() {
                     entry.fallback = Some(staged.detached_as_aborted());
                     let seq = entry.seq;
-                    bodies.push(Box::pin(async move { (seq, staged.dispatch().await) }));
+                    state
+                        .bodies
+                        .push(Box::pin(async move { (seq, staged.dispatch().await) }));
                 } else {
                     entry.settled = Some(staged);
                 }
-                self.started.push_back(entry);
+                state.started.push_back(entry);
             }
             LaneDone::Committed(result) => {
                 if entry.mode == ExecutionMode::Exclusive {
-                    self.exclusive_active = false;
+                    state.exclusive_active = false;
                 }
-                self.commit_effects(entry, result);
+                self.commit_effects(state, entry, result, polling);
             }
         }
     }
 
     /// What a commit hands back: contexts to the outer call, the settle event, the program's
     /// value or error.
-    fn commit_effects(&mut self, entry: Started, result: Arc<ToolExecutionResult>) {
-        let ctx = self.ctx;
+    fn commit_effects(
+        &self,
+        state: &mut State,
+        entry: Started,
+        result: Arc<ToolExecutionResult>,
+        polling: Option<usize>,
+    ) {
         if !result.is_error()
             && result
                 .content
                 .iter()
                 .any(|block| matches!(block, ContentBlock::Image { .. }))
         {
-            ctx.defer_context(ContextMessage {
+            state.outer.defer(ContextMessage {
                 content: result.content.clone(),
                 source: ContextSource::plugin(DEFERRED_IMAGE_PLUGIN),
             });
         }
         for context in &result.additional_contexts {
-            ctx.defer_context(context.clone());
+            state.outer.defer(context.clone());
         }
         if result.concludes_turn() {
-            ctx.conclude_turn();
+            state.outer.conclude();
         }
         if let Some(arguments) = entry.arguments {
-            self.append(SessionEvent::CodeDispatch {
-                time: now_ms(),
-                root_call_id: self.scope.root_call_id.clone(),
-                parent_call_id: self.scope.parent_call_id.clone(),
-                sub_call_id: format!("{}:code:{}", self.scope.parent_call_id, entry.seq),
-                name: entry.name.clone(),
-                arguments,
-                is_error: result.is_error(),
-                content: result.content.clone(),
-            });
+            self.append(
+                state,
+                SessionEvent::CodeDispatch {
+                    time: now_ms(),
+                    root_call_id: state.root_call_id.clone(),
+                    parent_call_id: self.parent_call_id.clone(),
+                    sub_call_id: format!("{}:code:{}", self.parent_call_id, entry.seq),
+                    name: entry.name.clone(),
+                    arguments,
+                    is_error: result.is_error(),
+                    content: result.content.clone(),
+                },
+            );
         }
-        let (outcome, reply) = if self.scope.run_signal.is_aborted() {
+        let (outcome, answer) = if self.run_signal.is_aborted() {
             let message = format!(
                 "run_code run is over ({}); {} result discarded",
-                self.scope.over_reason(),
+                self.over_reason(),
                 entry.name
             );
             (CallOutcome::Abandoned, Err(message))
@@ -361,31 +495,25 @@ impl Driver<'_> {
         if let Some(record) = entry
             .seq
             .checked_sub(1)
-            .and_then(|index| self.records.get_mut(index))
+            .and_then(|i| state.records.get_mut(i))
         {
             record.outcome = outcome;
         }
-        let _ = entry.reply.send(reply);
-    }
-
-    fn body_done(&mut self, seq: usize, staged: StagedCall) {
-        if let Some(entry) = self.started.iter_mut().find(|s| s.seq == seq) {
-            entry.fallback = None;
-            entry.settled = Some(staged);
-        }
+        Self::answer(state, entry.seq, answer, polling);
     }
 
     /// Bodies still running past the grace are left to finish on their own; their calls
     /// commit as aborted now.
-    fn detach(&mut self, bodies: FuturesUnordered<BodyFuture>) {
+    fn detach(&self, state: &mut State) {
+        let bodies = std::mem::take(&mut state.bodies);
         tracing::warn!(
             "run_code ({}): {} tool call(s) ignored the end of their run for {:?}; they continue detached",
-            self.scope.parent_call_id,
+            self.parent_call_id,
             bodies.len(),
-            self.config.settle_grace
+            state.config.settle_grace
         );
         tokio::spawn(bodies.for_each(|_| std::future::ready(())));
-        for entry in &mut self.started {
+        for entry in &mut state.started {
             if entry.settled.is_none() {
                 entry.settled = entry.fallback.take();
             }
@@ -404,88 +532,44 @@ fn take_value(result: Arc<ToolExecutionResult>) -> Value {
     }
 }
 
-/// Waits on `future` if there is one, forever otherwise (for `select!` branches whose
-/// condition already excludes the empty case).
-async fn maybe<F: Future + Unpin>(future: Option<&mut F>) -> F::Output {
-    match future {
-        Some(future) => future.await,
-        None => std::future::pending().await,
+/// The program's side of one sub-call: resolves when the call commits (or is abandoned).
+pub(crate) struct SubCall {
+    scheduler: Arc<Scheduler>,
+    seq: usize,
+}
+
+impl SubCall {
+    fn take(state: &mut State, seq: usize) -> Option<Answer> {
+        state
+            .replies
+            .get_mut(seq.checked_sub(1)?)
+            .and_then(|reply| reply.answer.take())
     }
 }
 
-/// Drives one run's sub-calls until the run has returned (`run_returned` resolves) and every
-/// call it made has committed or been abandoned. Returns every sub-call in submission order.
-pub(crate) async fn drive(
-    scope: &RunScope,
-    config: &DriverConfig,
-    ctx: &ToolRunContext,
-    mut submissions: mpsc::UnboundedReceiver<Submission>,
-    mut run_returned: oneshot::Receiver<()>,
-) -> Vec<SubCallRecord> {
-    let mut driver = Driver {
-        scope,
-        config,
-        ctx,
-        queue: VecDeque::new(),
-        started: VecDeque::new(),
-        in_lane: None,
-        exclusive_active: false,
-        records: Vec::new(),
-    };
-    let mut lane: Option<LaneFuture> = None;
-    let mut bodies: FuturesUnordered<BodyFuture> = FuturesUnordered::new();
-    let mut returned = false;
-    let mut host_signal: Option<AbortSignal> = None;
-    let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
-    loop {
-        while let Ok(submission) = submissions.try_recv() {
-            host_signal.get_or_insert_with(|| submission.host_signal.clone());
-            driver.accept(submission);
+impl Future for SubCall {
+    type Output = Answer;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer> {
+        let scheduler = &self.scheduler;
+        let mut state = scheduler.lock();
+        if let Some(answer) = Self::take(&mut state, self.seq) {
+            return Poll::Ready(answer);
         }
-        let over = scope.run_signal.is_aborted();
-        if over && grace.is_none() && !bodies.is_empty() {
-            grace = Some(Box::pin(tokio::time::sleep(config.settle_grace)));
+        scheduler.drive(&mut state, Some(self.seq));
+        if let Some(answer) = Self::take(&mut state, self.seq) {
+            return Poll::Ready(answer);
         }
-        if lane.is_none() {
-            lane = driver.next_lane(bodies.len(), over);
-        }
-        if returned
-            && lane.is_none()
-            && driver.in_lane.is_none()
-            && driver.queue.is_empty()
-            && driver.started.is_empty()
-            && bodies.is_empty()
+        if let Some(reply) = self
+            .seq
+            .checked_sub(1)
+            .and_then(|i| state.replies.get_mut(i))
         {
-            return driver.records;
-        }
-        let host = host_signal.clone();
-        tokio::select! {
-            done = maybe(lane.as_mut()), if lane.is_some() => {
-                lane = None;
-                driver.lane_done(done, &mut bodies);
-            }
-            Some((seq, staged)) = bodies.next(), if !bodies.is_empty() => {
-                driver.body_done(seq, staged);
-            }
-            Some(submission) = submissions.recv() => {
-                host_signal.get_or_insert_with(|| submission.host_signal.clone());
-                driver.accept(submission);
-            }
-            _ = scope.run_signal.aborted(), if !over => {}
-            _ = async { match &host { Some(signal) => signal.aborted().await, None => std::future::pending().await } },
-                if host.is_some() && !over =>
-            {
-                // The runtime settled the run (it fires its bindings' signal): the run is over
-                // now, not only once the runtime has waited for its calls.
-                scope.settle();
-            }
-            _ = &mut run_returned, if !returned => {
-                returned = true;
-                scope.settle();
-            }
-            () = maybe(grace.as_mut()), if grace.is_some() && !bodies.is_empty() => {
-                driver.detach(std::mem::take(&mut bodies));
+            match &reply.waker {
+                Some(waker) if waker.will_wake(cx.waker()) => {}
+                _ => reply.waker = Some(cx.waker().clone()),
             }
         }
+        Poll::Pending
     }
 }

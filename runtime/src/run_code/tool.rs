@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::task::Poll;
 
 use serde_json::{json, Map, Value};
-use tokio::sync::oneshot;
 
 use crate::code::{BindingFn, BindingNamespace, CodeRuntime, ErrorClass, RunRequest, RunResult};
 use crate::tools::error::codes;
@@ -15,7 +15,7 @@ use crate::tools::{
     RUN_CODE_NAME,
 };
 
-use super::scheduler::{self, DriverConfig, RunScope};
+use super::scheduler::{DriverConfig, Scheduler};
 use super::{render, RunCodeConfig, RunCodeError, RunReport};
 
 /// The model-facing texts of `run_code` for one program language.
@@ -171,13 +171,20 @@ async fn execute(
         return Err(missing_runtime(registry.mode_for(ctx.agent())));
     };
 
-    let (scope, submissions) = RunScope::new(&ctx);
+    let driver_config = DriverConfig {
+        registry: registry.clone(),
+        max_parallel: shared.config.max_parallel_sub_calls,
+        settle_grace: shared.config.settle_grace,
+        events: shared.config.events.clone(),
+    };
+    let scheduler = Scheduler::new(&ctx, driver_config);
     let functions: BTreeMap<String, BindingFn> = registry
         .definitions(ctx.agent())
         .iter()
         .filter(|d| d.name() != RUN_CODE_NAME)
-        .map(|d| (d.name().to_owned(), binding(scope.clone(), d.name())))
+        .map(|d| (d.name().to_owned(), binding(scheduler.clone(), d.name())))
         .collect();
+    drop(registry);
     let request = RunRequest {
         program: code.to_owned(),
         bindings: vec![BindingNamespace {
@@ -188,23 +195,26 @@ async fn execute(
                 member_name_property: "toolName".to_owned(),
             }),
         }],
-        signal: Some(scope.run_signal()),
+        signal: Some(scheduler.run_signal()),
     };
-    let driver_config = DriverConfig {
-        registry,
-        max_parallel: shared.config.max_parallel_sub_calls,
-        settle_grace: shared.config.settle_grace,
-        events: shared.config.events.clone(),
+    // The run and its scheduler are polled together, in this call's task: sub-calls advance
+    // whenever the run yields (mid-computation too), and the scheduler keeps going after the
+    // run returned until every call it started has committed.
+    let mut run = runtime.run(request);
+    let mut outcome = None;
+    let sub_calls = std::future::poll_fn(|cx| {
+        if outcome.is_none() {
+            if let Poll::Ready(done) = run.as_mut().poll(cx) {
+                outcome = Some(done);
+            }
+        }
+        scheduler.poll_outer(cx, outcome.is_some())
+    })
+    .await;
+    drop(run);
+    let Some(outcome) = outcome else {
+        return Err(ToolError::new("run_code: the run ended without a result"));
     };
-    let (returned, run_returned) = oneshot::channel();
-    let run = async {
-        let outcome = runtime.run(request).await;
-        scope.settle();
-        let _ = returned.send(());
-        outcome
-    };
-    let drive = scheduler::drive(&scope, &driver_config, &ctx, submissions, run_returned);
-    let (outcome, sub_calls) = tokio::join!(run, drive);
     let result = outcome.map_err(|rejection| ToolError::new(rejection.to_string()))?;
     if let Some(observer) = &shared.config.on_run {
         observer(&RunReport {
@@ -217,21 +227,11 @@ async fn execute(
 }
 
 /// The binding the program calls as `tools[name]`: queue the call, resolve when it commits.
-fn binding(scope: Arc<RunScope>, name: &str) -> BindingFn {
+fn binding(scheduler: Arc<Scheduler>, name: &str) -> BindingFn {
     let name = name.to_owned();
     Arc::new(
-        move |arguments, host_signal| match scope.submit(&name, arguments, host_signal) {
-            Ok(receiver) => {
-                let name = name.clone();
-                Box::pin(async move {
-                    receiver.await.unwrap_or_else(|_| {
-                        Err(format!(
-                            "run_code run is over ({}); {name} tool call abandoned",
-                            scheduler::SETTLED_REASON
-                        ))
-                    })
-                })
-            }
+        move |arguments, host_signal| match scheduler.submit(&name, arguments, host_signal) {
+            Ok(call) => Box::pin(call),
             Err(message) => Box::pin(std::future::ready(Err(message))),
         },
     )

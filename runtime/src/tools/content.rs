@@ -6,18 +6,23 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum ContentBlock {
+    /// Plain text.
     Text {
+        /// The text itself.
         text: String,
     },
+    /// An inline image.
     Image {
         /// Base64 payload.
         data: String,
+        /// The image's MIME type, e.g. `image/png`.
         #[serde(rename = "mimeType")]
         mime_type: String,
     },
 }
 
 impl ContentBlock {
+    /// A text block.
     pub fn text(text: impl Into<String>) -> Self {
         ContentBlock::Text { text: text.into() }
     }
@@ -36,10 +41,13 @@ impl ContentBlock {
 pub struct ContextSource {
     /// `plugin`, `tool`, `user`, ...
     pub kind: String,
+    /// The plugin's name, for `plugin` sources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin: Option<String>,
+    /// How a session should present the context, e.g. `notice`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub form: Option<String>,
+    /// A short label for the context, e.g. for a collapsed view.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
 }
@@ -59,6 +67,8 @@ impl ContextSource {
 /// A user-role message that a call hands to the agent loop, injected after the step's results.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextMessage {
+    /// The message's content.
     pub content: Vec<ContentBlock>,
+    /// Where the message came from.
     pub source: ContextSource,
 }

@@ -4,7 +4,6 @@
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,6 +64,8 @@ impl ToolOutput {
         })
     }
 
+    /// Adds `meta(args, value)`, presentation metadata persisted with the result of top-level
+    /// calls; it must return lossless JSON.
     pub fn presentation_meta<M>(mut self, meta: M) -> Self
     where
         M: Fn(&Value, &Value) -> Result<Value, ToolError> + Send + Sync + 'static,
@@ -73,6 +74,7 @@ impl ToolOutput {
         self
     }
 
+    /// The schema every successful value must satisfy.
     pub fn schema(&self) -> &Schema {
         &self.schema
     }
@@ -81,8 +83,11 @@ impl ToolOutput {
 /// What presenters see of a finished call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolResultView {
+    /// The final content the model saw.
     pub content: Vec<ContentBlock>,
+    /// Whether the call failed.
     pub is_error: bool,
+    /// The result's presentation metadata, if any.
     pub meta: Option<Value>,
 }
 
@@ -113,6 +118,7 @@ impl std::fmt::Debug for ToolDefinition {
 }
 
 impl ToolDefinition {
+    /// Starts a definition for the tool called `name`.
     pub fn builder(name: impl Into<String>) -> ToolDefinitionBuilder {
         ToolDefinitionBuilder {
             definition: ToolDefinition {
@@ -130,18 +136,22 @@ impl ToolDefinition {
         }
     }
 
+    /// The name the model calls the tool by.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The model-facing description (empty unless set).
     pub fn description(&self) -> &str {
         &self.description
     }
 
+    /// The argument schema.
     pub fn parameters(&self) -> &Schema {
         &self.parameters
     }
 
+    /// The output contract; registration refuses a definition without one.
     pub fn output(&self) -> Option<&ToolOutput> {
         self.output.as_ref()
     }
@@ -204,6 +214,7 @@ impl From<ToolDefinition> for ToolDefinitionBuilder {
 }
 
 impl ToolDefinitionBuilder {
+    /// The model-facing description.
     pub fn description(mut self, description: impl Into<String>) -> Self {
         self.definition.description = description.into();
         self
@@ -215,6 +226,7 @@ impl ToolDefinitionBuilder {
         self
     }
 
+    /// The output contract (required to register).
     pub fn output(mut self, output: ToolOutput) -> Self {
         self.definition.output = Some(output);
         self
@@ -272,6 +284,7 @@ impl ToolDefinitionBuilder {
         self
     }
 
+    /// Builds the tool's own pending-call card from valid arguments (`None` for the generic one).
     pub fn present_call<F>(mut self, present: F) -> Self
     where
         F: Fn(&Value) -> Option<Value> + Send + Sync + 'static,
@@ -280,6 +293,8 @@ impl ToolDefinitionBuilder {
         self
     }
 
+    /// Builds the tool's own result card from valid arguments and the finished call (`None` for
+    /// the generic one).
     pub fn present_result<F>(mut self, present: F) -> Self
     where
         F: Fn(&Value, &ToolResultView) -> Option<Value> + Send + Sync + 'static,
@@ -288,6 +303,7 @@ impl ToolDefinitionBuilder {
         self
     }
 
+    /// The finished definition, checked only when registered.
     pub fn build(self) -> ToolDefinition {
         self.definition
     }
@@ -302,34 +318,42 @@ pub struct ToolRunContext {
 }
 
 impl ToolRunContext {
+    /// The call's immutable identity.
     pub fn call(&self) -> &Arc<ToolCall> {
         &self.call
     }
 
+    /// The caller's id for this call.
     pub fn call_id(&self) -> &str {
         self.call.call_id()
     }
 
+    /// The id of the top-level call this one belongs to.
     pub fn root_call_id(&self) -> &str {
         self.call.root_call_id()
     }
 
+    /// The name the tool was called by.
     pub fn name(&self) -> &str {
         self.call.name()
     }
 
+    /// The call's snapshotted arguments.
     pub fn arguments(&self) -> &Arc<Value> {
         self.call.arguments()
     }
 
+    /// The calling agent; `None` for a host-level call.
     pub fn agent(&self) -> Option<&AgentScope> {
         self.call.agent()
     }
 
+    /// The parent execution for a nested dispatch; `None` for a top-level call.
     pub fn parent(&self) -> Option<ExecutionToken> {
         self.call.parent()
     }
 
+    /// This execution's token: pass it as the parent of calls the body makes itself.
     pub fn token(&self) -> ExecutionToken {
         self.call.token()
     }
@@ -342,12 +366,17 @@ impl ToolRunContext {
     /// Hands a context to the loop with this call's final result, even if the call later fails
     /// or is cancelled (a post-execute block discards it).
     pub fn defer_context(&self, context: ContextMessage) {
-        crate::tools::pipeline::lock(&self.shared.deferred).push(context);
+        self.shared.defer(context);
     }
 
     /// Asks the loop to end the turn after this call, if it succeeds.
     pub fn conclude_turn(&self) {
-        self.shared.concluded.store(true, Ordering::Release);
+        self.shared.conclude();
+    }
+
+    /// The channel back to the loop, for work that outlives a borrow of this context.
+    pub(crate) fn shared(&self) -> &Arc<CallShared> {
+        &self.shared
     }
 }
 

@@ -7,20 +7,32 @@ use serde::{Deserialize, Serialize};
 
 /// The `info.code` values the pipeline produces, spelled as in the reference.
 pub mod codes {
+    /// The arguments do not match the tool's parameter schema (or do not decode).
     pub const INVALID_ARGS: &str = "INVALID_ARGS";
+    /// No tool of that name is visible to the caller, or it may be called only from a
+    /// `run_code` program.
     pub const UNKNOWN_TOOL: &str = "UNKNOWN_TOOL";
+    /// The body's value failed the output schema, or rendering or presentation metadata failed.
     pub const INVALID_TOOL_OUTPUT: &str = "INVALID_TOOL_OUTPUT";
+    /// The caller cancelled a call whose body had started and would otherwise have succeeded.
     pub const ABORTED: &str = "ABORTED";
+    /// The caller cancelled the call before its body started.
     pub const ABORTED_BEFORE_DISPATCH: &str = "ABORTED_BEFORE_DISPATCH";
+    /// The tool's declared timeout fired before the body finished.
     pub const TOOL_TIMEOUT: &str = "TOOL_TIMEOUT";
+    /// A schema the registry cannot enforce: outside the subset, or a foreign one that does not
+    /// compile.
     pub const UNSUPPORTED_SCHEMA: &str = "UNSUPPORTED_SCHEMA";
+    /// A `run_code` program failed; the message carries the failure and captured output.
     pub const CODE_RUN_FAILED: &str = "CODE_RUN_FAILED";
 }
 
 /// Internal routing information of a failure: the error class name and its code.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorInfo {
+    /// The error class name, e.g. `ToolArgsError`.
     pub name: String,
+    /// The error code, one of [`codes`] for the pipeline's own errors.
     pub code: String,
 }
 
@@ -33,6 +45,7 @@ pub struct ToolError {
 }
 
 impl ToolError {
+    /// A plain error with only a message.
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
@@ -55,14 +68,17 @@ impl ToolError {
         }
     }
 
+    /// The model-facing message.
     pub fn message(&self) -> &str {
         &self.message
     }
 
+    /// The routing information; `None` for plain errors.
     pub fn info(&self) -> Option<&ErrorInfo> {
         self.info.as_ref()
     }
 
+    /// The error code; `None` for plain errors.
     pub fn code(&self) -> Option<&str> {
         self.info.as_ref().map(|info| info.code.as_str())
     }
@@ -135,6 +151,7 @@ impl RegistryError {
         }
     }
 
+    /// Why the registry refused.
     pub fn message(&self) -> &str {
         &self.message
     }

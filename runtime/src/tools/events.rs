@@ -20,42 +20,70 @@ use super::result::ToolFailure;
 /// One persisted event. `time` is milliseconds since the Unix epoch.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SessionEvent {
+    /// A top-level call started (`tool/call`).
     ToolCall {
+        /// When the call started.
         time: u64,
+        /// The call's id.
         call_id: String,
+        /// The id of the top-level call it belongs to.
         root_call_id: String,
+        /// The tool's name.
         name: String,
+        /// The snapshotted arguments.
         arguments: Arc<Value>,
         /// The calling agent scope's id.
         agent: Option<u64>,
     },
+    /// A top-level call's final result (`tool/result`).
     ToolResult {
+        /// When the result was final.
         time: u64,
+        /// The call's id.
         call_id: String,
+        /// The tool's name.
         name: String,
+        /// Whether the result is an error.
         is_error: bool,
+        /// The final content shown to the model.
         content: Vec<ContentBlock>,
+        /// The structured failure, for error results.
         error: Option<ToolFailure>,
+        /// The result's metadata, if any.
         meta: Option<Value>,
     },
     /// A `run_code` sub-call started (before its pre-execute stage).
     CodeDispatchStart {
+        /// When the sub-call started.
         time: u64,
+        /// The id of the top-level call the program runs under.
         root_call_id: String,
+        /// The id of the `run_code` call that made the sub-call.
         parent_call_id: String,
+        /// The sub-call's id.
         sub_call_id: String,
+        /// The called tool's name.
         name: String,
+        /// The sub-call's arguments.
         arguments: Arc<Value>,
     },
     /// A `run_code` sub-call settled, with its complete content.
     CodeDispatch {
+        /// When the sub-call settled.
         time: u64,
+        /// The id of the top-level call the program runs under.
         root_call_id: String,
+        /// The id of the `run_code` call that made the sub-call.
         parent_call_id: String,
+        /// The sub-call's id.
         sub_call_id: String,
+        /// The called tool's name.
         name: String,
+        /// The sub-call's arguments.
         arguments: Arc<Value>,
+        /// Whether the sub-call failed.
         is_error: bool,
+        /// The sub-call's final content.
         content: Vec<ContentBlock>,
     },
 }
@@ -272,6 +300,7 @@ fn take_serde<T: serde::de::DeserializeOwned>(
 
 /// Where session events go.
 pub trait EventSink: Send + Sync + 'static {
+    /// Persists one event, in the order events are appended.
     fn append(&self, event: &SessionEvent) -> io::Result<()>;
 }
 
@@ -281,12 +310,14 @@ pub struct JsonlWriter<W: Write + Send + 'static> {
 }
 
 impl<W: Write + Send + 'static> JsonlWriter<W> {
+    /// A writer that appends to `out`.
     pub fn new(out: W) -> Self {
         Self {
             out: Mutex::new(out),
         }
     }
 
+    /// Gives back the underlying writer (for example a buffer to inspect).
     pub fn into_inner(self) -> W {
         self.out
             .into_inner()

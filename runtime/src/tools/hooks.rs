@@ -28,12 +28,17 @@ use crate::signal::AbortSignal;
 /// The verdict of the pre-execute waterfall. Rewriting arguments is deliberately impossible.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PreDecision {
+    /// Let the call proceed to the guards and the body.
     Allow,
+    /// Refuse the call; it still goes through post-execute as an error.
     Deny {
+        /// The error message the caller sees.
         reason: String,
     },
     /// Route to the approval hook; without one (or without an agent) the call is denied.
     Ask {
+        /// Why approval is needed, shown to the approver and used as the denial if none is
+        /// available.
         reason: Option<String>,
     },
 }
@@ -44,16 +49,23 @@ pub enum PreDecision {
 pub enum PostDecision {
     /// Keep the outcome, optionally replacing its content.
     Accept {
+        /// Replacement content; `None` keeps the result's own.
         content: Option<Vec<ContentBlock>>,
+        /// Contexts to hand the loop with the result.
         additional_contexts: Vec<ContextMessage>,
     },
     /// Replace a successful value (validated and rendered again); an error for failed results.
     AcceptValue {
+        /// The replacement value.
         value: Value,
+        /// Contexts to hand the loop with the result.
         additional_contexts: Vec<ContextMessage>,
     },
+    /// Turn the result into an error whose content is `feedback`.
     Block {
+        /// The content the model sees instead of the result; its text is also the error message.
         feedback: Vec<ContentBlock>,
+        /// Contexts to hand the loop with the result.
         additional_contexts: Vec<ContextMessage>,
     },
 }
@@ -67,6 +79,7 @@ impl PostDecision {
         }
     }
 
+    /// The contexts this decision hands the loop, whatever the variant.
     pub fn additional_contexts_mut(&mut self) -> &mut Vec<ContextMessage> {
         match self {
             PostDecision::Accept {
@@ -88,26 +101,37 @@ impl PostDecision {
 /// The four answers an approval channel can give.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApprovalOutcome {
+    /// Allow this one call.
     AllowedOnce,
+    /// The user refused the call.
     Rejected,
+    /// The request was cancelled before an answer; the call counts as aborted if the caller
+    /// was cancelled too.
     Cancelled,
+    /// No channel could ask anyone.
     Unavailable,
 }
 
 /// What an approval channel is asked.
 #[derive(Clone, Debug)]
 pub struct ApprovalRequest {
+    /// The agent that made the call.
     pub agent: AgentScope,
+    /// The called tool's name.
     pub tool_name: String,
+    /// The call's id.
     pub call_id: String,
     /// The call's (snapshotted) arguments, so a person can see what they approve.
     pub arguments: Arc<Value>,
+    /// The reason the pre-execute hook gave for asking.
     pub reason: Option<String>,
+    /// The caller's cancellation; a channel should stop waiting when it fires.
     pub signal: AbortSignal,
 }
 
 /// Resolves `ask` decisions. Anything but `AllowedOnce` denies; a failure fails closed.
 pub trait ApprovalHook: Send + Sync + 'static {
+    /// Asks for approval of one call and resolves with the answer.
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome>;
 }
 
@@ -264,12 +288,15 @@ impl PreNext {
 /// What an execute wrapper sees: the call, the signal in force at this layer, and the registry
 /// (e.g. to read the tool's declared timeout).
 pub struct ExecuteCall {
+    /// The call being executed.
     pub call: Arc<ToolCall>,
+    /// The signal in force at this layer (the caller's, or an outer wrapper's replacement).
     pub signal: AbortSignal,
     pub(crate) registry: Registry,
 }
 
 impl ExecuteCall {
+    /// The registry running the call.
     pub fn registry(&self) -> &Registry {
         &self.registry
     }

@@ -41,10 +41,13 @@ use crate::signal::AbortSignal;
 /// What a caller asks the registry to run.
 #[derive(Clone, Debug)]
 pub struct ToolExecutionInput {
+    /// The caller's id for this call.
     pub call_id: String,
     /// Defaults to `call_id`.
     pub root_call_id: Option<String>,
+    /// The name of the tool to run.
     pub name: String,
+    /// The call's arguments; they must be losslessly JSON-serializable.
     pub arguments: Value,
     /// The calling agent; `None` for a host-level call.
     pub agent: Option<AgentScope>,
@@ -55,6 +58,7 @@ pub struct ToolExecutionInput {
 }
 
 impl ToolExecutionInput {
+    /// A host-level, top-level call (no agent, no parent, its own root).
     pub fn new(
         call_id: impl Into<String>,
         name: impl Into<String>,
@@ -72,16 +76,19 @@ impl ToolExecutionInput {
         }
     }
 
+    /// Makes the call on behalf of `agent`.
     pub fn agent(mut self, agent: &AgentScope) -> Self {
         self.agent = Some(agent.clone());
         self
     }
 
+    /// Marks the call as nested under the execution `parent`.
     pub fn parent(mut self, parent: ExecutionToken) -> Self {
         self.parent = Some(parent);
         self
     }
 
+    /// Sets the id of the top-level call this one belongs to.
     pub fn root_call_id(mut self, root: impl Into<String>) -> Self {
         self.root_call_id = Some(root.into());
         self
@@ -102,14 +109,17 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
+    /// The caller's id for this call.
     pub fn call_id(&self) -> &str {
         &self.call_id
     }
 
+    /// The id of the top-level call this one belongs to (its own id for a top-level call).
     pub fn root_call_id(&self) -> &str {
         &self.root_call_id
     }
 
+    /// The name of the called tool.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -119,14 +129,17 @@ impl ToolCall {
         &self.arguments
     }
 
+    /// The calling agent; `None` for a host-level call.
     pub fn agent(&self) -> Option<&AgentScope> {
         self.agent.as_ref()
     }
 
+    /// The parent execution for a nested dispatch; `None` for a top-level call.
     pub fn parent(&self) -> Option<ExecutionToken> {
         self.parent
     }
 
+    /// This execution's own token, which its nested calls carry as their parent.
     pub fn token(&self) -> ExecutionToken {
         self.token
     }
@@ -154,6 +167,18 @@ pub(crate) struct CallShared {
     pub(crate) body_invoked: AtomicBool,
 }
 
+impl CallShared {
+    /// Hands `context` to the loop with this call's result.
+    pub(crate) fn defer(&self, context: ContextMessage) {
+        lock(&self.deferred).push(context);
+    }
+
+    /// Asks the loop to end the turn after this call, if it succeeds.
+    pub(crate) fn conclude(&self) {
+        self.concluded.store(true, Ordering::Release);
+    }
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Only push/take happen under this lock; a poisoned list is still consistent.
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -175,6 +200,8 @@ enum Stage {
     Post(ToolExecutionResult),
     /// Final already (pipeline failures, pre-dispatch aborts, collapse).
     Final(ToolExecutionResult),
+    /// Its body was left running detached: it commits as aborted after dispatch.
+    Detached,
 }
 
 /// One call partway through the pipeline, for schedulers that run the stages of several calls
@@ -308,7 +335,7 @@ impl StagedCall {
             hooks: self.hooks.clone(),
             shared: self.shared.clone(),
             finalizer: self.finalizer.clone(),
-            stage: Stage::Post(ToolExecutionResult::aborted(None)),
+            stage: Stage::Detached,
         }
     }
 
@@ -338,6 +365,10 @@ impl StagedCall {
             finalizer,
             stage,
         } = staged;
+        let stage = match stage {
+            Stage::Detached => Stage::Post(ToolExecutionResult::aborted(None)),
+            other => other,
+        };
         // 7. Post-execute, then the last cancellation check.
         let result = match stage {
             Stage::Final(result) => result,
@@ -348,8 +379,10 @@ impl StagedCall {
                 Ok(result) => result,
                 Err(error) => ToolExecutionResult::from_error(error),
             },
-            // `dispatch` above leaves no call in this stage.
-            Stage::Dispatch(_) => ToolExecutionResult::aborted_before_dispatch(None),
+            // `dispatch` above leaves no call in this stage, and `Detached` became `Post`.
+            Stage::Dispatch(_) | Stage::Detached => {
+                ToolExecutionResult::aborted_before_dispatch(None)
+            }
         };
         // 8. finalize_content, exactly once.
         let result = finalize(&call, finalizer.as_deref(), result);

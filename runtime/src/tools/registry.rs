@@ -50,7 +50,9 @@ impl fmt::Display for ToolMode {
 /// How a pending call may be scheduled next to its siblings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExecutionMode {
+    /// May overlap other parallel calls (the tool classified these arguments as concurrency-safe).
     Parallel,
+    /// Runs alone: it starts only when no other call is running.
     Exclusive,
 }
 
@@ -66,8 +68,11 @@ pub struct Restriction {
 /// The model-facing projection of a tool: no callbacks.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolSchema {
+    /// The tool's name.
     pub name: String,
+    /// The tool's description.
     pub description: String,
+    /// The argument schema as JSON.
     pub parameters: Value,
 }
 
@@ -264,6 +269,14 @@ enum Target {
 pub struct RegistrationGuard {
     registry: Weak<Inner>,
     targets: Vec<Target>,
+}
+
+impl fmt::Debug for RegistrationGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistrationGuard")
+            .field("registrations", &self.targets.len())
+            .finish()
+    }
 }
 
 impl RegistrationGuard {

@@ -11,15 +11,23 @@ use super::error::{codes, ErrorInfo, ToolError};
 /// Why a call failed. `info` is absent for denials and plain tool errors.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolFailure {
+    /// The error message.
     pub message: String,
+    /// The error class and code, for coded failures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub info: Option<ErrorInfo>,
 }
 
+/// Whether a call succeeded, with its value or its failure.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ToolOutcome {
     /// The canonical value, validated against the tool's output schema.
-    Success { value: Value, concludes_turn: bool },
+    Success {
+        /// The tool's value.
+        value: Value,
+        /// Whether the body asked the loop to end the turn after this call.
+        concludes_turn: bool,
+    },
     /// Failures carry no value.
     Failure(ToolFailure),
 }
@@ -29,10 +37,13 @@ pub enum ToolOutcome {
 /// `{isError, value?, error?, content, meta?, additionalContexts?, concludesTurn?}`.
 #[derive(Clone, Debug)]
 pub struct ToolExecutionResult {
+    /// Success with its value, or the failure.
     pub outcome: ToolOutcome,
+    /// What the model sees.
     pub content: Vec<ContentBlock>,
     /// Presentation metadata, computed only for top-level calls.
     pub meta: Option<Value>,
+    /// Contexts handed to the loop with this result.
     pub additional_contexts: Vec<ContextMessage>,
     /// The execution whose body stage produced this result; anything else is re-validated.
     pub(crate) canonical: Option<super::scope::ExecutionToken>,
@@ -66,6 +77,7 @@ impl ToolExecutionResult {
         }
     }
 
+    /// The failure for `error`, keeping its message and routing information.
     pub fn from_error(error: ToolError) -> Self {
         let (message, info) = error.into_parts();
         Self::failure(message, info)
@@ -101,10 +113,12 @@ impl ToolExecutionResult {
         result
     }
 
+    /// Whether the call failed.
     pub fn is_error(&self) -> bool {
         matches!(self.outcome, ToolOutcome::Failure(_))
     }
 
+    /// The value of a success.
     pub fn value(&self) -> Option<&Value> {
         match &self.outcome {
             ToolOutcome::Success { value, .. } => Some(value),
@@ -112,6 +126,7 @@ impl ToolExecutionResult {
         }
     }
 
+    /// The failure, if the call failed.
     pub fn error(&self) -> Option<&ToolFailure> {
         match &self.outcome {
             ToolOutcome::Success { .. } => None,
@@ -126,6 +141,7 @@ impl ToolExecutionResult {
             .map(|i| i.code.as_str())
     }
 
+    /// Whether the loop should end the turn after this call (only successes can).
     pub fn concludes_turn(&self) -> bool {
         matches!(
             self.outcome,

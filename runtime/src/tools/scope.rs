@@ -49,6 +49,7 @@ impl AgentScope {
         }
     }
 
+    /// The scope's process-unique id (the `agent` recorded on `tool/call` events).
     pub fn id(&self) -> u64 {
         self.node.id
     }

@@ -15,6 +15,7 @@ use crate::tools::pipeline::ToolCall;
 use crate::tools::registry::{RegistrationGuard, Registry};
 use crate::tools::scope::{AgentScope, ScopeNode};
 
+/// The plugin's name, used as the source of its reminders and in configuration errors.
 pub const PLUGIN_NAME: &str = "repeat-tool-reminder";
 
 /// The first-threshold reminder.
@@ -147,6 +148,8 @@ fn preview(text: &str, cap: usize) -> String {
 }
 
 impl RepeatReminder {
+    /// Checks `config` and builds the plugin; an invalid threshold list or preview cap is
+    /// refused.
     pub fn new(config: RepeatReminderConfig) -> Result<Self, ConfigError> {
         let thresholds = validate_thresholds(&config.thresholds)?;
         let preview_chars = match usize::try_from(config.arguments_preview_chars) {

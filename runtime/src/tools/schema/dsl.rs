@@ -23,21 +23,28 @@ use serde_json::{Map, Number, Value};
 /// Annotations every node may carry; they never affect validation (defaults are not applied).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Annotations {
+    /// The node's `description`.
     pub description: Option<String>,
+    /// The node's `title`.
     pub title: Option<String>,
+    /// The node's documentation-only `default`.
     pub default: Option<Value>,
+    /// The node's `examples`.
     pub examples: Option<Value>,
 }
 
 /// Builder methods shared by every node type.
 pub trait Annotate: Sized {
+    /// The node's annotations, for the builder methods to fill in.
     fn annotations_mut(&mut self) -> &mut Annotations;
 
+    /// Sets the node's `description`.
     fn description(mut self, text: impl Into<String>) -> Self {
         self.annotations_mut().description = Some(text.into());
         self
     }
 
+    /// Sets the node's `title`.
     fn title(mut self, text: impl Into<String>) -> Self {
         self.annotations_mut().title = Some(text.into());
         self
@@ -49,6 +56,7 @@ pub trait Annotate: Sized {
         self
     }
 
+    /// Sets the node's `examples`, documentation only like the other annotations.
     fn examples(mut self, value: Value) -> Self {
         self.annotations_mut().examples = Some(value);
         self
@@ -119,15 +127,23 @@ impl ValueSpec {
 
 /// The JSON scalar types, tying each to the Rust type its `enum`/`const` literals must have.
 pub trait ScalarType {
+    /// The Rust type of this scalar's `enum`/`const` literals.
     type Literal;
+    /// The JSON Schema `type` name.
     const NAME: &'static str;
+    /// The literal as a JSON value.
     fn literal(value: Self::Literal) -> Value;
 }
 
+/// JSON strings; literals are `String`s.
 pub struct StringType;
+/// Finite JSON numbers; literals are `f64`s.
 pub struct NumberType;
+/// JSON integers; literals are `i64`s.
 pub struct IntegerType;
+/// JSON booleans; literals are `bool`s.
 pub struct BooleanType;
+/// JSON `null`; its only literal is `()`.
 pub struct NullType;
 
 impl ScalarType for StringType {
@@ -223,6 +239,7 @@ impl<T> From<Scalar<T>> for ValueSpec {
     }
 }
 
+/// A JSON string.
 pub fn string() -> Scalar<StringType> {
     Scalar::new()
 }
@@ -232,14 +249,17 @@ pub fn number() -> Scalar<NumberType> {
     Scalar::new()
 }
 
+/// A JSON integer.
 pub fn integer() -> Scalar<IntegerType> {
     Scalar::new()
 }
 
+/// A JSON boolean.
 pub fn boolean() -> Scalar<BooleanType> {
     Scalar::new()
 }
 
+/// JSON `null`.
 pub fn null() -> Scalar<NullType> {
     Scalar::new()
 }
@@ -281,12 +301,14 @@ pub struct ObjectSpec {
 }
 
 impl ObjectSpec {
+    /// Declares a property the object must have. Re-declaring a name replaces it.
     pub fn required(mut self, name: impl Into<String>, spec: impl Into<ValueSpec>) -> Self {
         self.properties = self.properties.required(name, spec);
         self.declared = true;
         self
     }
 
+    /// Declares a property the object may have. Re-declaring a name replaces it.
     pub fn optional(mut self, name: impl Into<String>, spec: impl Into<ValueSpec>) -> Self {
         self.properties = self.properties.optional(name, spec);
         self.declared = true;
@@ -319,12 +341,14 @@ pub fn one_of(first: impl Into<ValueSpec>, second: impl Into<ValueSpec>) -> OneO
     }
 }
 
+/// A `oneOf` node under construction.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OneOfSpec {
     spec: ValueSpec,
 }
 
 impl OneOfSpec {
+    /// Adds another branch.
     pub fn or(mut self, branch: impl Into<ValueSpec>) -> Self {
         if let Kind::OneOf(branches) = &mut self.spec.kind {
             branches.push(branch.into());
@@ -352,6 +376,7 @@ pub struct Parameters {
 }
 
 impl Parameters {
+    /// An empty property map.
     pub fn new() -> Self {
         Self::default()
     }
@@ -361,6 +386,7 @@ impl Parameters {
         self.with(name.into(), spec.into(), true)
     }
 
+    /// A property the caller may omit. Re-declaring a name replaces it.
     pub fn optional(self, name: impl Into<String>, spec: impl Into<ValueSpec>) -> Self {
         self.with(name.into(), spec.into(), false)
     }

@@ -31,6 +31,7 @@ impl SchemaError {
         Self { violations }
     }
 
+    /// Every path-qualified violation, in the order found.
     pub fn violations(&self) -> &[String] {
         &self.violations
     }
@@ -129,6 +130,7 @@ impl Schema {
         }
     }
 
+    /// Whether this is a foreign full JSON Schema rather than the enforced subset.
     pub fn is_foreign(&self) -> bool {
         matches!(&*self.inner, Inner::Foreign(_))
     }
