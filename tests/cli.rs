@@ -514,3 +514,49 @@ fn the_embedding_example_runs_a_program_through_run_code() {
         "delete_file refused: deleting files is not allowed here\n{\n  \"sum\": 5\n}\n"
     );
 }
+
+#[test]
+fn ask_prompts_on_the_terminal_and_the_answer_decides() {
+    let program = std::env::temp_dir().join(format!("codemode-ask-{}.ts", std::process::id()));
+    std::fs::write(
+        &program,
+        "try { return await tools.fail({ message: 'ran' }); } catch (e) { return e.message; }",
+    )
+    .unwrap();
+    let answer = |reply: &str| {
+        use std::io::Write;
+        // `script` gives the CLI a real terminal; what we write is typed into it.
+        let command = format!(
+            "{} run --json --ask fail {}",
+            binary().display(),
+            program.display()
+        );
+        let mut child = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("script(1) from util-linux");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{reply}\n").as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let yes = answer("y");
+    assert!(
+        yes.contains("allow tool \"fail\" with {\"message\":\"ran\"}? [y/N]"),
+        "{yes}"
+    );
+    assert!(yes.contains("\"result\":\"ran\""), "{yes}");
+    let no = answer("n");
+    assert!(
+        no.contains("\"result\":\"the user rejected tool \\\"fail\\\"\""),
+        "{no}"
+    );
+    let _ = std::fs::remove_file(&program);
+}

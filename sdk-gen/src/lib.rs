@@ -25,6 +25,7 @@
 
 mod annotations;
 mod assembly;
+mod discovery;
 mod input;
 mod instructions;
 mod python;
@@ -36,6 +37,7 @@ mod text;
 mod typescript;
 
 pub use assembly::{language_of, prompt_sections, sdk_tools, wire_tools, AssemblyError};
+pub use discovery::{estimate_tokens, render_declarations, search, tool_index};
 pub use input::{parse_tool_list, tool_list_from_value, InputError};
 pub use instructions::{CODE_ONLY_RULE, PYTHON_INSTRUCTIONS, TYPESCRIPT_INSTRUCTIONS};
 pub use sdk::{render_sdk, Language, ToolSchema};

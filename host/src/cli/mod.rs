@@ -3,6 +3,7 @@
 
 mod approval;
 mod bench;
+mod mcp;
 mod run;
 mod sdk;
 mod session;
@@ -34,6 +35,8 @@ enum Command {
     Run(RunArgs),
     /// Print the `tools:sdk` prompt section for the tools a program could call.
     Sdk(SdkArgs),
+    /// Serve `run_code` (and, with `--mode both`, the upstream tools) to MCP clients.
+    Mcp(McpArgs),
     /// Measure the standard workloads in process.
     Bench(BenchArgs),
 }
@@ -50,10 +53,87 @@ pub struct ToolArgs {
     /// Allow only these tools (repeatable); calls to any other tool are denied.
     #[arg(long = "allow", value_name = "NAME")]
     pub allow: Vec<String>,
-    /// Ask on the controlling terminal before each call to this tool (repeatable); with no
-    /// terminal the call is denied.
+    /// Ask before each call to this tool (repeatable): on the controlling terminal, or the MCP
+    /// client for `codemode mcp`; with no way to ask, the call is denied.
     #[arg(long = "ask", value_name = "NAME")]
     pub ask: Vec<String>,
+    /// Start an MCP server over stdio and offer its tools as `mcp__NAME__<tool>` (repeatable);
+    /// COMMAND is split like a shell would, without expansions.
+    #[arg(long = "mcp", value_name = "NAME=COMMAND")]
+    pub mcp: Vec<String>,
+    /// Read MCP servers from a `{"mcpServers": {NAME: {command, args, env}}}` file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// What one run may spend, and how its calls are scheduled and recorded; shared by `run` and
+/// `mcp`.
+#[derive(Args)]
+pub struct BudgetArgs {
+    /// Compute budget in milliseconds of busy time.
+    #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub compute_ms: u64,
+    /// Wall-clock budget in milliseconds, waits included.
+    #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..=2_147_483_647))]
+    pub wall_ms: u64,
+    /// Output cap in bytes (JSON of logs plus result or error message).
+    #[arg(long, default_value_t = 67_108_864, value_parser = clap::value_parser!(u64).range(4..))]
+    pub max_output_bytes: u64,
+    /// Sandbox memory limit in MiB.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub memory_mb: u64,
+    /// Most tool calls of one program running at once (concurrency-safe tools only).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_parallel: u32,
+    /// Append the session events (tool calls, results, sub-call dispatches) to FILE as JSONL.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+}
+
+impl BudgetArgs {
+    /// The sandbox budgets these flags set.
+    pub fn budgets(&self) -> codemode_host::Budgets {
+        codemode_host::Budgets {
+            compute_ms: self.compute_ms,
+            wall_ms: self.wall_ms,
+            max_output_bytes: self.max_output_bytes,
+            memory_mb: self.memory_mb,
+        }
+    }
+}
+
+/// How `codemode mcp` presents tools.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeMode {
+    /// `run_code` only (plus `search_tools` past the SDK budget).
+    Code,
+    /// `run_code` and every upstream tool natively.
+    Both,
+}
+
+#[derive(Args)]
+pub struct McpArgs {
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (`127.0.0.1:0` picks a port;
+    /// the address is printed on stderr).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// Host names HTTP requests may name besides localhost (repeatable), e.g. behind a proxy.
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
+    /// What the client sees.
+    #[arg(long, value_enum, default_value_t = ServeMode::Code)]
+    pub mode: ServeMode,
+    /// Estimated tokens of SDK `run_code`'s description may carry; past it the description
+    /// lists the tools by name and `search_tools` returns their declarations.
+    #[arg(long, default_value_t = 8_000)]
+    pub sdk_budget: usize,
+    /// Also offer the built-in tools (echo, sleep, fail, read_file, list_dir).
+    #[arg(long)]
+    pub builtins: bool,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
+    #[command(flatten)]
+    pub tools: ToolArgs,
 }
 
 #[derive(Args)]
@@ -79,24 +159,8 @@ pub struct RunArgs {
     /// {"logs":[…],"error":{…},"calls":[…]}.
     #[arg(long)]
     pub json: bool,
-    /// Compute budget in milliseconds of busy time.
-    #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub compute_ms: u64,
-    /// Wall-clock budget in milliseconds, waits included.
-    #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..=2_147_483_647))]
-    pub wall_ms: u64,
-    /// Output cap in bytes (JSON of logs plus result or error message).
-    #[arg(long, default_value_t = 67_108_864, value_parser = clap::value_parser!(u64).range(4..))]
-    pub max_output_bytes: u64,
-    /// Sandbox memory limit in MiB.
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    pub memory_mb: u64,
-    /// Most tool calls of the program running at once (concurrency-safe tools only).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_parallel: u32,
-    /// Append the session events (tool calls, results, sub-call dispatches) to FILE as JSONL.
-    #[arg(long, value_name = "FILE")]
-    pub events: Option<PathBuf>,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     #[command(flatten)]
     pub tools: ToolArgs,
 }
@@ -113,6 +177,23 @@ pub struct BenchArgs {
     /// Iterations of the fresh-run workload.
     #[arg(long, default_value_t = 200)]
     pub runs: usize,
+}
+
+/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM), so that runs end as aborted
+/// and upstream servers are shut down rather than orphaned.
+pub async fn stop_requested() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// The sandbox runtime, saying on stderr when it must first prepare the guest (seconds, once
@@ -164,7 +245,15 @@ pub fn main() -> ExitCode {
                 EXIT_PROGRAM_FAILED
             })
         }),
-        Command::Sdk(args) => sdk::sdk(&args),
+        Command::Sdk(args) => runtime.block_on(sdk::sdk(&args)),
+        Command::Mcp(args) => runtime.block_on(async {
+            tokio::spawn(mcp::serve(args))
+                .await
+                .unwrap_or_else(|error| {
+                    eprintln!("codemode: the server failed inside the host: {error}");
+                    EXIT_PROGRAM_FAILED
+                })
+        }),
         Command::Bench(args) => runtime.block_on(bench::bench(args)),
     };
     ExitCode::from(code)

@@ -4,12 +4,10 @@
 use std::io::{IsTerminal, Read, Write};
 use std::sync::{Arc, Mutex};
 
-use codemode_host::Budgets;
 use codemode_runtime::code::{CallOutcome, RunFailure, RunResult};
 use codemode_runtime::json;
-use codemode_runtime::run_code::{self, RunCodeConfig, SubCallRecord};
+use codemode_runtime::run_code::{RunObserver, RunReport, SubCallRecord};
 use codemode_runtime::signal::AbortController;
-use codemode_runtime::tools::events::{self, EventSink, JsonlWriter};
 use codemode_runtime::tools::{ToolExecutionInput, RUN_CODE_NAME};
 use serde_json::{json, Map, Value};
 
@@ -173,15 +171,6 @@ fn copy_result(result: &RunResult) -> RunResult {
     }
 }
 
-fn open_events(path: &std::path::Path) -> Result<Arc<dyn EventSink>, String> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| format!("codemode: cannot open --events {}: {e}", path.display()))?;
-    Ok(Arc::new(JsonlWriter::new(std::io::BufWriter::new(file))))
-}
-
 fn description(args: &RunArgs) -> String {
     match &args.file {
         Some(path) if path.as_os_str() != "-" => format!("Run {}", path.display()),
@@ -197,58 +186,31 @@ pub async fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let session = match ToolSession::new(&args.tools) {
-        Ok(session) => session,
-        Err(message) => {
-            eprintln!("{message}");
-            return EXIT_USAGE;
-        }
-    };
-    let budgets = Budgets {
-        compute_ms: args.compute_ms,
-        wall_ms: args.wall_ms,
-        max_output_bytes: args.max_output_bytes,
-        memory_mb: args.memory_mb,
-    };
-    let runtime = match super::prepare_runtime(budgets) {
-        Ok(r) => r,
-        Err(error) => {
-            eprintln!("{error}");
-            return EXIT_USAGE;
-        }
-    };
-    let registry = &session.registry;
-    let mut config = RunCodeConfig::default().max_parallel_sub_calls(args.max_parallel as usize);
-    let mut guards = Vec::new();
-    if let Some(path) = &args.events {
-        let sink = match open_events(path) {
-            Ok(sink) => sink,
+    let mut session =
+        match ToolSession::new(&args.tools, true, codemode_runtime::tools::ToolMode::Code).await {
+            Ok(session) => session,
             Err(message) => {
                 eprintln!("{message}");
                 return EXIT_USAGE;
             }
         };
-        guards.push(events::record(registry, sink.clone()));
-        config = config.events(sink);
-    }
     let report = Arc::new(Mutex::new(Report::default()));
     let slot = report.clone();
-    config = config.on_run(move |run| {
+    let on_run: RunObserver = Arc::new(move |run: &RunReport<'_>| {
         let mut report = slot.lock().unwrap_or_else(|p| p.into_inner());
         report.result = Some(copy_result(run.result));
         report.calls = run.sub_calls.to_vec();
     });
-    match run_code::install(registry, Some(Arc::new(runtime)), config) {
-        Ok(guard) => guards.push(guard),
-        Err(error) => {
-            eprintln!("codemode: {error}");
-            return EXIT_USAGE;
-        }
+    if let Err(message) = session.install_run_code(
+        &args.budget,
+        &args.tools.ask,
+        TerminalApproval,
+        Some(on_run),
+    ) {
+        eprintln!("{message}");
+        return EXIT_USAGE;
     }
-    if !args.tools.ask.is_empty() {
-        guards.push(registry.set_approval(TerminalApproval));
-    }
-
+    let registry = &session.registry;
     let interrupt = AbortController::new();
     let input = ToolExecutionInput::new(
         "run",
@@ -259,13 +221,13 @@ pub async fn run(args: RunArgs) -> u8 {
     .agent(&session.agent);
     let call = registry.execute(input);
     tokio::pin!(call);
-    let outcome = loop {
-        tokio::select! {
-            outcome = &mut call => break outcome,
-            Ok(()) = tokio::signal::ctrl_c() => interrupt.abort("interrupted"),
+    let outcome = tokio::select! {
+        outcome = &mut call => outcome,
+        () = super::stop_requested() => {
+            interrupt.abort("interrupted");
+            call.await
         }
     };
-    drop(guards);
     let Report { result, calls } =
         std::mem::take(&mut *report.lock().unwrap_or_else(|p| p.into_inner()));
     let Some(result) = result else {

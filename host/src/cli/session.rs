@@ -1,34 +1,84 @@
-//! The tool set every subcommand builds the same way: a Code Mode registry with the built-in
-//! tools, the timeout policy and the `--deny` / `--allow` / `--ask` policy, and one agent scope
-//! that calls through it.
+//! The tool set every subcommand builds the same way: a registry with the built-in tools and
+//! the tools of the `--mcp` / `--config` servers, the timeout policy and the `--deny` /
+//! `--allow` / `--ask` policy; and, for the commands that run programs, `run_code` over the
+//! sandbox with the `--events` sink.
+
+use std::sync::Arc;
 
 use codemode_host::builtins;
+use codemode_host::mcp::{self, Upstream, UpstreamSpec};
+use codemode_runtime::run_code::{self, RunCodeConfig, RunObserver};
+use codemode_runtime::tools::events::{self, EventSink, JsonlWriter};
 use codemode_runtime::tools::plugins::{policy::Policy, timeout};
-use codemode_runtime::tools::{AgentScope, RegistrationGuard, Registry, ToolMode};
+use codemode_runtime::tools::{
+    AgentScope, ApprovalHook, RegistrationGuard, Registry, ToolMode, RUN_CODE_NAME,
+};
 use codemode_sdk_gen::{sdk_tools, ToolSchema};
 
-use super::ToolArgs;
+use super::{BudgetArgs, ToolArgs};
 
-/// A registry ready for programs, and what keeps its registrations alive.
+/// A registry ready for programs, and what keeps its registrations and servers alive.
 pub struct ToolSession {
     pub registry: Registry,
     pub agent: AgentScope,
     pub policy: Policy,
-    _guards: Vec<RegistrationGuard>,
+    guards: Vec<RegistrationGuard>,
+    // Dropped last: the registry's tools hold peers of these servers.
+    _upstreams: Vec<Upstream>,
+}
+
+/// Every upstream the flags name, `--config` first.
+fn upstream_specs(args: &ToolArgs) -> Result<Vec<UpstreamSpec>, String> {
+    let mut specs = Vec::new();
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("codemode: cannot read --config {}: {e}", path.display()))?;
+        specs = UpstreamSpec::from_config(&text)
+            .map_err(|e| format!("codemode: --config {}: {e}", path.display()))?;
+    }
+    for flag in &args.mcp {
+        specs.push(UpstreamSpec::from_flag(flag).map_err(|e| format!("codemode: {e}"))?);
+    }
+    let mut names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(format!(
+            "codemode: two MCP servers are named \"{}\"",
+            pair[0]
+        ));
+    }
+    Ok(specs)
 }
 
 impl ToolSession {
-    /// Registers the tools and policies `args` name. `Err` is a usage error, said for people.
-    pub fn new(args: &ToolArgs) -> Result<Self, String> {
+    /// Registers the tools and policies `args` name (the built-ins only with `builtins`).
+    /// Upstream servers that fail to start are reported on stderr; the rest serve. `Err` is a
+    /// usage error, said for people.
+    pub async fn new(args: &ToolArgs, builtins: bool, mode: ToolMode) -> Result<Self, String> {
         if !args.root.is_dir() {
             return Err(format!(
                 "codemode: --root {} is not a directory",
                 args.root.display()
             ));
         }
-        let registry = Registry::with_mode(ToolMode::Code);
-        let tools = builtins::register(&registry, args.root.clone())
-            .map_err(|e| format!("codemode: cannot register the built-in tools: {e}"))?;
+        let specs = upstream_specs(args)?;
+        let registry = Registry::with_mode(mode);
+        let mut guards = Vec::new();
+        if builtins {
+            guards.push(
+                builtins::register(&registry, args.root.clone())
+                    .map_err(|e| format!("codemode: cannot register the built-in tools: {e}"))?,
+            );
+        }
+        let (upstreams, failures) = mcp::upstream::start_all(&specs).await;
+        for failure in failures {
+            eprintln!("codemode: {failure}; its tools are absent");
+        }
+        let (registered, notes) = mcp::register(&registry, &upstreams);
+        guards.extend(registered);
+        for note in notes {
+            eprintln!("codemode: {note}");
+        }
         let mut policy = Policy::new();
         for name in &args.deny {
             policy = policy.deny(name);
@@ -43,23 +93,33 @@ impl ToolSession {
             .schemas(None)
             .into_iter()
             .map(|schema| schema.name)
+            .filter(|name| name != RUN_CODE_NAME)
             .collect();
-        if let Some(unknown) = policy.names().find(|name| !known.iter().any(|k| k == name)) {
+        for name in policy.names() {
+            if known.iter().any(|k| k == name) {
+                continue;
+            }
+            // A tool of a server that did not start: already reported.
+            if name.starts_with("mcp__")
+                && specs
+                    .iter()
+                    .any(|s| name.starts_with(&format!("mcp__{}__", s.name)))
+            {
+                continue;
+            }
             return Err(format!(
-                "codemode: the policy names unknown tool \"{unknown}\"; known tools: {}",
+                "codemode: the policy names unknown tool \"{name}\"; known tools: {}",
                 known.join(", ")
             ));
         }
-        let guards = vec![
-            tools,
-            timeout::install(&registry),
-            policy.clone().install(&registry),
-        ];
+        guards.push(timeout::install(&registry));
+        guards.push(policy.clone().install(&registry));
         Ok(Self {
             registry,
             agent: AgentScope::root(),
             policy,
-            _guards: guards,
+            guards,
+            _upstreams: upstreams,
         })
     }
 
@@ -68,5 +128,39 @@ impl ToolSession {
         let mut tools = sdk_tools(&self.registry, Some(&self.agent));
         tools.retain(|tool| self.policy.permits(&tool.name));
         tools
+    }
+
+    /// Installs `run_code` over a sandbox with `budget`'s limits, the `--events` sink, an
+    /// approval channel for `--ask`, and `on_run`. `Err` is a usage error.
+    pub fn install_run_code(
+        &mut self,
+        budget: &BudgetArgs,
+        ask: &[String],
+        approval: impl ApprovalHook,
+        on_run: Option<RunObserver>,
+    ) -> Result<(), String> {
+        let runtime = super::prepare_runtime(budget.budgets()).map_err(|e| e.to_string())?;
+        let mut config =
+            RunCodeConfig::default().max_parallel_sub_calls(budget.max_parallel as usize);
+        config.on_run = on_run;
+        if let Some(path) = &budget.events {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("codemode: cannot open --events {}: {e}", path.display()))?;
+            let sink: Arc<dyn EventSink> =
+                Arc::new(JsonlWriter::new(std::io::BufWriter::new(file)));
+            self.guards
+                .push(events::record(&self.registry, sink.clone()));
+            config = config.events(sink);
+        }
+        let installed = run_code::install(&self.registry, Some(Arc::new(runtime)), config)
+            .map_err(|e| format!("codemode: {e}"))?;
+        self.guards.push(installed);
+        if !ask.is_empty() {
+            self.guards.push(self.registry.set_approval(approval));
+        }
+        Ok(())
     }
 }

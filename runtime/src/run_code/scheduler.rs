@@ -408,7 +408,9 @@ impl Scheduler {
                 fallback: None,
             });
             let prepare = state.config.registry.prepare(queued.input);
-            return Some(Box::pin(async move { LaneDone::Started(Box::new(prepare.await)) }));
+            return Some(Box::pin(async move {
+                LaneDone::Started(Box::new(prepare.await))
+            }));
         }
     }
 

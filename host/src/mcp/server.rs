@@ -1,0 +1,403 @@
+//! `codemode mcp`: an MCP server whose `run_code` tool runs programs against the registry's
+//! tools (upstream MCP servers, the built-ins), every call through the pipeline.
+//!
+//! `run_code`'s description carries the instructions and the SDK of every tool a program may
+//! call; past the SDK budget it carries one line per tool instead, and `search_tools` returns
+//! the typed declarations of the tools that match. Under `--mode both` the upstream tools are
+//! listed natively beside it (and still go through the pipeline).
+//!
+//! Each MCP session is an agent scope of its own; `--ask` approvals go to the session's client
+//! as an elicitation when its protocol allows a server-to-client request (2025-11-25 and
+//! earlier) and it declared the capability; otherwise the approval is unavailable, so denied.
+//! A client's cancellation aborts the call; a progress token gets a notification every second
+//! while the call runs.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use codemode_runtime::run_code::Flavor;
+use codemode_runtime::signal::AbortController;
+use codemode_runtime::tools::plugins::policy::Policy;
+use codemode_runtime::tools::{
+    AgentScope, ApprovalHook, ApprovalOutcome, ApprovalRequest, ContentBlock, Registry,
+    ToolExecutionInput, ToolExecutionResult, RUN_CODE_NAME,
+};
+use codemode_sdk_gen::{
+    estimate_tokens, render_declarations, render_sdk, search, tool_index, Language, ToolSchema,
+};
+use futures::future::BoxFuture;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequestParams,
+    ElicitationAction, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler};
+use serde_json::{json, Value};
+
+/// The tool that returns typed declarations under progressive discovery.
+pub const SEARCH_TOOLS: &str = "search_tools";
+/// Most declarations one search returns.
+const MAX_SEARCH_LIMIT: u64 = 50;
+/// How often a long call reports progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// How the server presents its tools.
+#[derive(Debug, Clone)]
+pub struct Presentation {
+    /// List the upstream tools natively beside `run_code`.
+    pub native_tools: bool,
+    /// Past this many (estimated) tokens of SDK, switch to progressive discovery.
+    pub sdk_budget: usize,
+    /// The `run_code` texts for the runtime's language.
+    pub flavor: &'static Flavor,
+}
+
+/// What every session shares.
+pub struct Served {
+    registry: Registry,
+    tools: Vec<Tool>,
+    native: HashSet<String>,
+    /// The SDK's tools, when the description only lists them.
+    discovery: Option<Vec<ToolSchema>>,
+    /// The client of each live session, by the session's agent id, for approvals.
+    peers: Mutex<HashMap<u64, Weak<ClientSlot>>>,
+    calls: AtomicU64,
+}
+
+/// `run_code`'s description and whether discovery is on, for the SDK of `tools`.
+pub fn run_code_description(
+    flavor: &Flavor,
+    tools: &[ToolSchema],
+    budget: usize,
+) -> (String, bool) {
+    let sdk = render_sdk(tools, Language::TypeScript);
+    if estimate_tokens(&sdk) <= budget {
+        return (format!("{}\n\n{sdk}", flavor.description), false);
+    }
+    let instructions = sdk.split("\n\n```").next().unwrap_or_default();
+    let description = format!(
+        "{}\n\n{instructions}\n\n{}\nThese are the tools' names only: before calling one, call `{SEARCH_TOOLS}` with words from its name or purpose to get its typed declaration.",
+        flavor.description,
+        tool_index(tools)
+    );
+    (description, true)
+}
+
+fn tool(name: &str, description: String, input: Value, output: Option<Value>) -> Option<Tool> {
+    let mut tool = json!({"name": name, "description": description, "inputSchema": input});
+    if let Some(output) = output {
+        tool["outputSchema"] = output;
+    }
+    serde_json::from_value(tool).ok()
+}
+
+impl Served {
+    /// The shared state for a registry whose `run_code` is installed; `sdk_tools` are the
+    /// tools a program may call (the policy applied).
+    pub fn new(
+        registry: Registry,
+        sdk_tools: Vec<ToolSchema>,
+        presentation: &Presentation,
+    ) -> Arc<Self> {
+        let flavor = presentation.flavor;
+        let (description, progressive) =
+            run_code_description(flavor, &sdk_tools, presentation.sdk_budget);
+        let mut tools = Vec::new();
+        tools.extend(tool(
+            RUN_CODE_NAME,
+            description,
+            flavor.parameters(),
+            Some(json!({
+                "type": "object",
+                "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}},
+                "required": ["logs"],
+            })),
+        ));
+        if progressive {
+            tools.extend(tool(
+                SEARCH_TOOLS,
+                "Find the tools a `run_code` program can call: returns the typed TypeScript declarations of the tools whose name or description match the query, best first.".to_owned(),
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "Words from the tool's name or purpose."},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "description": "Most tools to return (default 10)."},
+                    },
+                    "required": ["query"],
+                }),
+                None,
+            ));
+        }
+        let mut native = HashSet::new();
+        if presentation.native_tools {
+            for schema in &sdk_tools {
+                let Some(definition) = registry.get(&schema.name, None) else {
+                    continue;
+                };
+                let output = definition
+                    .output()
+                    .map(|o| o.schema().json().clone())
+                    .filter(|s| s.get("type").and_then(Value::as_str) == Some("object"));
+                if let Some(listed) = tool(
+                    &schema.name,
+                    schema.description.clone().unwrap_or_default(),
+                    schema.parameters.clone(),
+                    output,
+                ) {
+                    native.insert(schema.name.clone());
+                    tools.push(listed);
+                }
+            }
+        }
+        Arc::new(Self {
+            registry,
+            tools,
+            native,
+            discovery: progressive.then_some(sdk_tools),
+            peers: Mutex::new(HashMap::new()),
+            calls: AtomicU64::new(0),
+        })
+    }
+
+    /// The tools a client sees.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<ClientSlot>>> {
+        self.peers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The client of the session whose agent is `agent`, while the session lives.
+    fn client(&self, agent: u64) -> Option<Peer<RoleServer>> {
+        let slot = self.peers().get(&agent).and_then(Weak::upgrade)?;
+        let peer = slot.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        peer
+    }
+
+    /// A new session: its own agent scope.
+    pub fn session(self: &Arc<Self>) -> Session {
+        let agent = AgentScope::root();
+        let client: Arc<ClientSlot> = Arc::default();
+        let mut peers = self.peers();
+        peers.retain(|_, slot| slot.strong_count() > 0);
+        peers.insert(agent.id(), Arc::downgrade(&client));
+        drop(peers);
+        Session {
+            served: self.clone(),
+            agent,
+            client,
+        }
+    }
+}
+
+type ClientSlot = Mutex<Option<Peer<RoleServer>>>;
+
+/// One client's session (clones share it).
+#[derive(Clone)]
+pub struct Session {
+    served: Arc<Served>,
+    agent: AgentScope,
+    client: Arc<ClientSlot>,
+}
+
+/// Our content blocks as MCP content.
+fn content_json(blocks: &[ContentBlock]) -> Vec<Value> {
+    blocks
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text { text } => json!({"type": "text", "text": text}),
+            ContentBlock::Image { data, mime_type } => {
+                json!({"type": "image", "data": data, "mimeType": mime_type})
+            }
+        })
+        .collect()
+}
+
+/// The MCP answer for a finished call: its content, the images it deferred, and for a
+/// success with an object value, that value as structured content.
+fn call_result(result: &ToolExecutionResult) -> Result<CallToolResult, McpError> {
+    let mut content = content_json(&result.content);
+    for context in &result.additional_contexts {
+        let images: Vec<ContentBlock> = context
+            .content
+            .iter()
+            .filter(|b| matches!(b, ContentBlock::Image { .. }))
+            .cloned()
+            .collect();
+        content.extend(content_json(&images));
+    }
+    let mut answer = json!({"content": content, "isError": result.is_error()});
+    if let Some(value @ Value::Object(_)) = result.value() {
+        answer["structuredContent"] = value.clone();
+    }
+    serde_json::from_value(answer)
+        .map_err(|e| McpError::internal_error(format!("codemode: {e}"), None))
+}
+
+impl Session {
+    async fn search(&self, arguments: &Value) -> Result<CallToolResult, McpError> {
+        let tools = self.served.discovery.as_deref().unwrap_or_default();
+        let Some(query) = arguments.get("query").and_then(Value::as_str) else {
+            return Err(McpError::invalid_params(
+                "search_tools needs a string \"query\"",
+                None,
+            ));
+        };
+        let limit = arguments
+            .get("limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(10)
+            .clamp(1, MAX_SEARCH_LIMIT) as usize;
+        let found: Vec<ToolSchema> = search(tools, query, limit).into_iter().cloned().collect();
+        let text = if found.is_empty() {
+            format!("No tool matches {query:?}. The tools are listed in run_code's description.")
+        } else {
+            render_declarations(&found, Language::TypeScript)
+        };
+        serde_json::from_value(
+            json!({"content": [{"type": "text", "text": text}], "isError": false}),
+        )
+        .map_err(|e| McpError::internal_error(format!("codemode: {e}"), None))
+    }
+
+    async fn execute(
+        &self,
+        name: String,
+        arguments: Value,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let n = self.served.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        let controller = AbortController::new();
+        let input =
+            ToolExecutionInput::new(format!("mcp-{n}"), name, arguments, controller.signal())
+                .agent(&self.agent);
+        let execution = self.served.registry.execute(input);
+        tokio::pin!(execution);
+        let progress = context.meta.get_progress_token();
+        let started = Instant::now();
+        let mut ticks =
+            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+        let cancelled = context.ct.clone();
+        let result = loop {
+            tokio::select! {
+                result = &mut execution => break result,
+                () = cancelled.cancelled(), if !controller.is_aborted() => {
+                    controller.abort("cancelled by the client");
+                }
+                _ = ticks.tick(), if progress.is_some() => {
+                    if let Some(token) = progress.clone() {
+                        let seconds = started.elapsed().as_secs_f64().floor();
+                        let param: Result<ProgressNotificationParam, _> = serde_json::from_value(json!({
+                            "progressToken": token,
+                            "progress": seconds,
+                            "message": format!("running for {seconds}s"),
+                        }));
+                        if let Ok(param) = param {
+                            let _ = context.peer.notify_progress(param).await;
+                        }
+                    }
+                }
+            }
+        };
+        call_result(&result)
+    }
+}
+
+impl ServerHandler for Session {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("codemode", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Call `run_code` with a TypeScript program that calls the tools its description declares; only what the program prints or returns comes back.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.served.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| context.peer.clone());
+        let name = request.name.to_string();
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let result = if name == SEARCH_TOOLS && self.served.discovery.is_some() {
+            self.search(&arguments).await?
+        } else if name == RUN_CODE_NAME || self.served.native.contains(&name) {
+            self.execute(name, arguments, context).await?
+        } else {
+            return Err(McpError::invalid_params(
+                format!("unknown tool \"{name}\""),
+                None,
+            ));
+        };
+        Ok(CallToolResponse::Complete(result))
+    }
+}
+
+/// `--ask` over MCP: an elicitation to the client of the session that made the call.
+pub struct ElicitApproval(pub Weak<Served>);
+
+impl ApprovalHook for ElicitApproval {
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
+        let peer = self
+            .0
+            .upgrade()
+            .and_then(|served| served.client(request.agent.id()));
+        Box::pin(async move {
+            let Some(peer) = peer else {
+                return ApprovalOutcome::Unavailable;
+            };
+            let supports = peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.elicitation.is_some());
+            if !supports {
+                return ApprovalOutcome::Unavailable;
+            }
+            let arguments = codemode_runtime::json::to_string(&request.arguments);
+            let shown: String = arguments.chars().take(400).collect();
+            let params: Result<ElicitRequestParams, _> = serde_json::from_value(json!({
+                "mode": "form",
+                "message": format!("Allow tool \"{}\" with {shown}?", request.tool_name),
+                "requestedSchema": {"type": "object", "properties": {}},
+            }));
+            let Ok(params) = params else {
+                return ApprovalOutcome::Unavailable;
+            };
+            tokio::select! {
+                answer = peer.create_elicitation(params) => match answer {
+                    Ok(result) => match result.action {
+                        ElicitationAction::Accept => ApprovalOutcome::AllowedOnce,
+                        ElicitationAction::Decline => ApprovalOutcome::Rejected,
+                        ElicitationAction::Cancel => ApprovalOutcome::Cancelled,
+                        // An answer this version does not know cannot approve anything.
+                        _ => ApprovalOutcome::Unavailable,
+                    },
+                    Err(_) => ApprovalOutcome::Unavailable,
+                },
+                _ = request.signal.aborted() => ApprovalOutcome::Cancelled,
+            }
+        })
+    }
+}
+
+/// The policy-filtered SDK tools of a registry scope.
+pub fn permitted_tools(registry: &Registry, policy: &Policy) -> Vec<ToolSchema> {
+    let mut tools = codemode_sdk_gen::sdk_tools(registry, None);
+    tools.retain(|t| policy.permits(&t.name));
+    tools
+}

@@ -1,0 +1,491 @@
+//! MCP both ways with real peers: upstream servers from the npm registry
+//! (`@modelcontextprotocol/server-memory`, `@modelcontextprotocol/server-everything`) and a
+//! misbehaving server written with the official Python SDK (`fixtures/mcp-servers/fragile.py`)
+//! behind `codemode run`; and `codemode mcp` driven by the official Python client
+//! (`tests/mcp/drive.py`) over stdio and streamable HTTP. `.ci/run` installs all of them.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::{json, Value};
+
+fn binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    dir.join(format!("codemode{}", std::env::consts::EXE_SUFFIX))
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// An npm-installed MCP server from `tests/toolchain` (`npm ci --prefix tests/toolchain`).
+fn server(bin: &str) -> String {
+    let path = repo().join("tests/toolchain/node_modules/.bin").join(bin);
+    assert!(
+        path.exists(),
+        "{} is missing: run `npm ci --prefix tests/toolchain` (the test command does)",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+fn everything() -> String {
+    format!("everything={} stdio", server("mcp-server-everything"))
+}
+
+fn fragile() -> String {
+    format!(
+        "fragile=python3 {}",
+        repo().join("fixtures/mcp-servers/fragile.py").display()
+    )
+}
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("codemode-mcp-{}-{name}", std::process::id()))
+}
+
+fn run(args: &[&str], program: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(binary())
+        .args(["run", "--json"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn codemode");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(program.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn document(out: &Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "{e}: stdout {text:?}, stderr {:?}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Runs the Python client's `plan` against `target` and returns its answers.
+fn drive(plan: Value, transport: &str, target: &[String]) -> Vec<Value> {
+    let out = Command::new("python3")
+        .arg(repo().join("tests/mcp/drive.py"))
+        .arg(plan.to_string())
+        .arg(transport)
+        .args(target)
+        .output()
+        .expect("python3 with the `mcp` package (pip install -r tests/toolchain/requirements.txt)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    match serde_json::from_str::<Value>(last) {
+        Ok(Value::Array(answers)) => answers,
+        _ => panic!(
+            "the client failed: {}\nstdout: {stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+fn stdio_server(args: &[&str]) -> Vec<String> {
+    let mut target = vec![binary().display().to_string(), "mcp".to_owned()];
+    target.extend(args.iter().map(|a| a.to_string()));
+    target
+}
+
+fn run_code(code: &str) -> Value {
+    json!({"op": "call", "tool": "run_code", "args": {"code": code, "description": "Test program"}})
+}
+
+#[test]
+fn programs_call_real_upstream_servers_through_the_pipeline() {
+    let memory_file = temp("memory.jsonl");
+    let _ = std::fs::remove_file(&memory_file);
+    let config = temp("servers.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"memory": {
+            "command": server("mcp-server-memory"),
+            "env": {"MEMORY_FILE_PATH": memory_file.display().to_string()}
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let program = r#"
+        await tools.mcp__memory__create_entities({ entities: [
+          { name: "Ada", entityType: "person", observations: ["wrote the first program"] },
+          { name: "Analytical Engine", entityType: "machine", observations: [] },
+        ] });
+        const found = await tools.mcp__memory__open_nodes({ names: ["Ada"] });
+        const sums = await Promise.all([1, 2, 3, 4, 5].map((a) => tools["mcp__everything__get-sum"]({ a, b: 10 })));
+        const refused = [];
+        try { await tools["mcp__everything__get-sum"]({ a: "one", b: 2 }); } catch (e) { refused.push(e.message); }
+        try { await tools.mcp__memory__delete_entities({ entityNames: ["Ada"] }); } catch (e) { refused.push(e.message); }
+        const still = await tools.mcp__memory__read_graph({});
+        return { found, sums, refused, names: still.entities.map((e) => e.name) };
+    "#;
+    let config_arg = config.display().to_string();
+    let out = run(
+        &[
+            "--config",
+            &config_arg,
+            "--mcp",
+            &everything(),
+            "--deny",
+            "mcp__memory__delete_entities",
+        ],
+        program,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = document(&out);
+    let result = &doc["result"];
+    assert_eq!(
+        result["found"]["entities"][0],
+        json!({"name": "Ada", "entityType": "person", "observations": ["wrote the first program"]})
+    );
+    assert_eq!(result["sums"][4], "The sum of 5 and 10 is 15.");
+    assert_eq!(
+        result["refused"],
+        json!([
+            "invalid arguments: \"a\" must be a number",
+            "tool \"mcp__memory__delete_entities\" is denied by policy"
+        ])
+    );
+    assert_eq!(result["names"], json!(["Ada", "Analytical Engine"]));
+    let calls = doc["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 10);
+    assert!(calls[2]["tool"] == "mcp__everything__get-sum" && calls[2]["outcome"] == "resolved");
+    assert_eq!(calls[7]["outcome"], "rejected");
+    // The SDK declares the upstream tools, typed from their schemas.
+    let sdk = Command::new(binary())
+        .args(["sdk", "--config", &config_arg, "--mcp", &everything()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&sdk.stdout);
+    assert!(
+        text.contains("  \"mcp__everything__get-sum\": {\n    /** First number */\n    a: number;"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  mcp__memory__read_graph: {\n    entities: {"),
+        "{text}"
+    );
+    let _ = std::fs::remove_file(&memory_file);
+    let _ = std::fs::remove_file(&config);
+}
+
+#[test]
+fn upstream_failures_reach_the_program_naming_the_server_and_never_hang() {
+    let program = r#"
+        const out = [];
+        const attempt = async (f) => { try { out.push(await f()); } catch (e) { out.push(`${e.toolName}: ${e.message}`); } };
+        await attempt(() => tools.mcp__fragile__ok({ text: "first" }));
+        await attempt(() => tools.mcp__fragile__fail({ message: "upstream says no" }));
+        await attempt(() => tools.mcp__fragile__die({}));
+        await attempt(() => tools.mcp__fragile__ok({}));
+        return out;
+    "#;
+    let out = run(&["--mcp", &fragile()], program);
+    let result = &document(&out)["result"];
+    assert_eq!(result[0], json!({"result": "first"}));
+    assert!(
+        result[1]
+            .as_str()
+            .unwrap()
+            .starts_with("mcp__fragile__fail: Error executing tool fail"),
+        "{result}"
+    );
+    assert_eq!(
+        result[2],
+        "mcp__fragile__die: mcp server \"fragile\" is unavailable: its process exited (exit status: 3)"
+    );
+    assert_eq!(
+        result[3],
+        "mcp__fragile__ok: mcp server \"fragile\" is unavailable: its process exited (exit status: 3)"
+    );
+    let garbled = run(
+        &["--mcp", &fragile()],
+        "const out = []; for (const f of [() => tools.mcp__fragile__garble({}), () => tools.mcp__fragile__ok({})]) { try { await f(); } catch (e) { out.push(e.message); } } return out;",
+    );
+    let why = "mcp server \"fragile\" is unavailable: it wrote a line that is not JSON-RPC: \"this is not json\"";
+    assert_eq!(document(&garbled)["result"], json!([why, why]));
+}
+
+#[test]
+fn a_server_that_cannot_start_is_reported_and_the_others_serve() {
+    let out = run(
+        &["--mcp", "dead=/nonexistent/mcp-server", "--mcp", &everything()],
+        "return [typeof tools.mcp__dead__anything, await tools.mcp__everything__echo({ message: 'alive' })];",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        document(&out)["result"],
+        json!(["undefined", "Echo: alive"])
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("mcp server \"dead\" could not start `/nonexistent/mcp-server`")
+            && stderr.contains("its tools are absent"),
+        "{stderr}"
+    );
+    let bad = run(&["--mcp", "no command"], "return 1");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("expected NAME=COMMAND"));
+    let twice = run(&["--mcp", "a=true", "--mcp", "a=false"], "return 1");
+    assert_eq!(twice.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&twice.stderr).contains("two MCP servers are named \"a\""));
+}
+
+#[test]
+fn codemode_mcp_serves_run_code_to_the_official_client_over_stdio() {
+    let answers = drive(
+        json!({"steps": [
+            {"op": "list"},
+            run_code("console.log('adding'); return (await Promise.all([1, 2, 3, 4, 5].map((a) => tools['mcp__everything__get-sum']({ a, b: 1 })))).length;"),
+            run_code("console.log('before'); throw new Error('boom');"),
+            {"op": "call", "tool": "run_code", "args": {"code": 42}},
+            {"op": "call", "tool": "no_such_tool", "args": {}},
+            run_code("const image = await tools['mcp__everything__get-tiny-image']({}); return image.length > 0;"),
+        ]}),
+        "stdio",
+        &stdio_server(&["--mcp", &everything()]),
+    );
+    let tools = answers[0].as_array().unwrap();
+    assert_eq!(tools.len(), 1, "code mode lists run_code alone: {tools:?}");
+    let description = tools[0]["description"].as_str().unwrap();
+    assert!(description.starts_with("Execute a TypeScript program against the available tools."));
+    assert!(description.contains("## Writing code for run_code"));
+    assert!(
+        description.contains("\"mcp__everything__get-sum\": {"),
+        "{description}"
+    );
+    assert_eq!(
+        tools[0]["inputSchema"]["required"],
+        json!(["code", "description"])
+    );
+    assert_eq!(answers[1]["isError"], false);
+    assert_eq!(
+        answers[1]["structured"],
+        json!({"logs": ["adding"], "result": 5})
+    );
+    assert_eq!(answers[1]["text"], "adding\n5");
+    assert_eq!(answers[2]["isError"], true);
+    assert_eq!(
+        answers[2]["text"],
+        "Error: code run failed (exception): Error: boom\nCaptured output:\nbefore"
+    );
+    assert_eq!(answers[3]["isError"], true);
+    assert!(answers[3]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("Error: invalid arguments:"));
+    assert_eq!(answers[4]["error"], "unknown tool \"no_such_tool\"");
+    assert_eq!(answers[5]["structured"]["result"], true);
+    assert_eq!(
+        answers[5]["images"],
+        json!(["image/png"]),
+        "images come back with the result"
+    );
+}
+
+#[test]
+fn a_compute_failure_with_upstream_calls_in_flight_leaves_the_next_run_healthy() {
+    let log = temp("cancelled.log");
+    let _ = std::fs::remove_file(&log);
+    let config = temp("fragile.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"fragile": {
+            "command": "python3",
+            "args": [repo().join("fixtures/mcp-servers/fragile.py").display().to_string()],
+            "env": {"FRAGILE_CANCEL_LOG": log.display().to_string()}
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let answers = drive(
+        json!({"steps": [
+            run_code("tools.mcp__fragile__slow({ seconds: 30 }); tools.mcp__fragile__slow({ seconds: 30 }); for (;;) {}"),
+            run_code("return await tools.mcp__fragile__ok({ text: 'healthy' });"),
+        ]}),
+        "stdio",
+        &stdio_server(&[
+            "--config",
+            &config.display().to_string(),
+            "--compute-ms",
+            "300",
+        ]),
+    );
+    assert_eq!(
+        answers[0]["text"],
+        "Error: code run failed (timeout): compute budget exhausted (300ms busy)"
+    );
+    assert_eq!(
+        answers[1]["structured"]["result"],
+        json!({"result": "healthy"})
+    );
+    // The abandoned calls were cancelled at the server, not left running.
+    let cancelled = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(cancelled.lines().count(), 2, "{cancelled:?}");
+    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_file(&config);
+}
+
+#[test]
+fn ask_goes_to_the_client_as_an_elicitation() {
+    let program =
+        "try { return await tools.fail({ message: 'ran' }); } catch (e) { return e.message; }";
+    let server = stdio_server(&["--builtins", "--ask", "fail"]);
+    let answer = |elicit: Value| {
+        drive(
+            json!({"elicit": elicit, "steps": [run_code(program)]}),
+            "stdio",
+            &server,
+        )[0]["structured"]["result"]
+            .clone()
+    };
+    assert_eq!(answer(json!("accept")), "ran");
+    assert_eq!(answer(json!("decline")), "the user rejected tool \"fail\"");
+    assert_eq!(
+        answer(json!("cancel")),
+        "approval for tool \"fail\" was cancelled"
+    );
+    assert_eq!(
+        answer(Value::Null),
+        "tool \"fail\" requires approval, but no approval channel is available"
+    );
+}
+
+#[test]
+fn both_mode_lists_upstream_tools_natively_and_progressive_discovery_finds_them() {
+    let server = stdio_server(&[
+        "--mode",
+        "both",
+        "--sdk-budget",
+        "200",
+        "--mcp",
+        &everything(),
+    ]);
+    let answers = drive(
+        json!({"steps": [
+            {"op": "list"},
+            {"op": "call", "tool": "search_tools", "args": {"query": "sum of two numbers", "limit": 1}},
+            {"op": "call", "tool": "mcp__everything__get-sum", "args": {"a": 2, "b": 3}},
+            {"op": "call", "tool": "mcp__everything__get-tiny-image", "args": {}},
+            run_code("return await tools['mcp__everything__get-sum']({ a: 1, b: 1 });"),
+        ]}),
+        "stdio",
+        &server,
+    );
+    let tools = answers[0].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names[..2], ["run_code", "search_tools"]);
+    assert!(names.contains(&"mcp__everything__get-sum"));
+    let description = tools[0]["description"].as_str().unwrap();
+    assert!(description.contains("- `mcp__everything__get-sum`: Returns the sum of two numbers"));
+    assert!(
+        !description.contains("a: number;"),
+        "names only past the budget"
+    );
+    let declarations = answers[1]["text"].as_str().unwrap();
+    assert!(declarations.starts_with("```ts\n"));
+    let member = "  /** Returns the sum of two numbers */\n  \"mcp__everything__get-sum\": {\n    /** First number */\n    a: number;\n    /** Second number */\n    b: number;\n  } & Record<string, JsonValue>;";
+    assert!(declarations.contains(member), "{declarations}");
+    // The same text the whole SDK declares.
+    let full = Command::new(binary())
+        .args(["sdk", "--mcp", &everything()])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&full.stdout).contains(member));
+    assert_eq!(answers[2]["text"], "The sum of 2 and 3 is 5.");
+    assert_eq!(answers[3]["images"], json!(["image/png"]));
+    assert_eq!(
+        answers[4]["structured"]["result"],
+        "The sum of 1 and 1 is 2."
+    );
+}
+
+/// `codemode mcp --http` on a free port, and its URL.
+fn http_server(args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(binary())
+        .args(["mcp", "--http", "127.0.0.1:0"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn codemode mcp");
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("codemode mcp prints its address")
+            .unwrap();
+        if let Some(at) = line.find("http://") {
+            break line[at..].trim().to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (child, url)
+}
+
+#[test]
+fn codemode_mcp_serves_many_clients_over_streamable_http() {
+    let events = temp("http-events.jsonl");
+    let _ = std::fs::remove_file(&events);
+    let (mut child, url) = http_server(&["--builtins", "--events", &events.display().to_string()]);
+    let sleepy = |n: u32| json!({"tool": "run_code", "args": {"code": format!("await tools.sleep({{ ms: 200 }}); return {n};"), "description": "Sleep"}});
+    let clients: Vec<_> = (0..3)
+        .map(|c| {
+            let url = url.clone();
+            let plan = json!({"steps": [
+                {"op": "list"},
+                {"op": "concurrent", "calls": [sleepy(c * 10 + 1), sleepy(c * 10 + 2)]},
+                {"op": "call", "tool": "run_code", "progress": true, "args": {"code": "await tools.sleep({ ms: 2300 }); return 'slow';", "description": "Sleep long"}},
+                {"op": "call", "tool": "run_code", "cancel_after": 0.5, "args": {"code": "await tools.sleep({ ms: 10000 });", "description": "Cancelled"}},
+                run_code("return 'still serving';"),
+            ]});
+            std::thread::spawn(move || drive(plan, "http", &[url]))
+        })
+        .collect();
+    for (c, client) in clients.into_iter().enumerate() {
+        let answers = client.join().unwrap();
+        assert_eq!(answers[0][0]["name"], "run_code");
+        let c = c as u64;
+        assert_eq!(answers[1][0]["structured"]["result"], json!(c * 10 + 1));
+        assert_eq!(answers[1][1]["structured"]["result"], json!(c * 10 + 2));
+        assert_eq!(answers[2]["structured"]["result"], "slow");
+        let progress = answers[2]["progress"].as_array().unwrap();
+        assert!(
+            progress.len() >= 2,
+            "a progress notification every second: {progress:?}"
+        );
+        assert_eq!(progress[0], json!([1.0, "running for 1s"]));
+        assert_eq!(answers[3]["cancelled"], true);
+        assert_eq!(answers[4]["structured"]["result"], "still serving");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    // Each client's cancellation aborted its run on the server.
+    let log = std::fs::read_to_string(&events).unwrap();
+    let aborted = log
+        .lines()
+        .filter(|line| line.contains("code run failed (abort): cancelled by the client"))
+        .count();
+    assert_eq!(aborted, 3, "{log}");
+    let _ = std::fs::remove_file(&events);
+}

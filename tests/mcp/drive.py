@@ -1,0 +1,121 @@
+"""Drives `codemode mcp` with the official Python MCP client, for the end-to-end tests.
+
+Usage: python3 drive.py PLAN_JSON (stdio|http) TARGET...
+
+  stdio TARGET... is the server command line; http TARGET is the endpoint URL.
+
+PLAN_JSON is {"elicit": "accept"|"decline"|"cancel"|null, "steps": [...]}, each step one of
+  {"op": "list"}
+  {"op": "call", "tool": NAME, "args": {...}, "progress": bool, "cancel_after": seconds}
+  {"op": "concurrent", "calls": [{"tool": NAME, "args": {...}}, ...]}
+and the answer, printed as one JSON line, is the list of step results. A call's result is
+{"isError", "text", "structured", "images", "progress", "error"?}; a call that raised is
+{"error": message}.
+"""
+
+import json
+import sys
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+
+def result_of(result, progress):
+    texts = [c.text for c in result.content if getattr(c, "type", None) == "text"]
+    images = [c.mime_type for c in result.content if getattr(c, "type", None) == "image"]
+    return {
+        "isError": bool(result.is_error),
+        "text": "\n".join(texts),
+        "structured": result.structured_content,
+        "images": images,
+        "progress": progress,
+    }
+
+
+async def call(session, step):
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append([value, message])
+
+    async def attempt():
+        result = await session.call_tool(
+            step["tool"],
+            step.get("args", {}),
+            progress_callback=on_progress if step.get("progress") else None,
+        )
+        return result_of(result, progress)
+
+    try:
+        if "cancel_after" in step:
+            outcome = {"error": "not cancelled"}
+            with anyio.move_on_after(step["cancel_after"]):
+                outcome = await attempt()
+                return outcome
+            return {"cancelled": True}
+        return await attempt()
+    except Exception as error:  # the answer is data, whatever went wrong
+        return {"error": str(error)}
+
+
+async def run_steps(session, plan):
+    answers = []
+    for step in plan["steps"]:
+        op = step["op"]
+        if op == "list":
+            listed = await session.list_tools()
+            answers.append(
+                [
+                    {
+                        "name": t.name,
+                        "description": t.description or "",
+                        "inputSchema": t.input_schema,
+                    }
+                    for t in listed.tools
+                ]
+            )
+        elif op == "call":
+            answers.append(await call(session, step))
+        elif op == "concurrent":
+            results = [None] * len(step["calls"])
+
+            async def one(i, spec):
+                results[i] = await call(session, spec)
+
+            async with anyio.create_task_group() as group:
+                for i, spec in enumerate(step["calls"]):
+                    group.start_soon(one, i, spec)
+            answers.append(results)
+        else:
+            answers.append({"error": f"unknown op {op}"})
+    return answers
+
+
+async def main():
+    plan = json.loads(sys.argv[1])
+    transport = sys.argv[2]
+    target = sys.argv[3:]
+    elicit = plan.get("elicit")
+
+    async def on_elicit(context, params):
+        return types.ElicitResult(action=elicit, content={} if elicit == "accept" else None)
+
+    options = {"elicitation_callback": on_elicit} if elicit else {}
+    if transport == "stdio":
+        server = StdioServerParameters(command=target[0], args=target[1:])
+        async with stdio_client(server) as (read, write):
+            async with ClientSession(read, write, **options) as session:
+                await session.initialize()
+                answers = await run_steps(session, plan)
+    else:
+        async with streamable_http_client(target[0]) as (read, write):
+            async with ClientSession(read, write, **options) as session:
+                await session.initialize()
+                answers = await run_steps(session, plan)
+    print(json.dumps(answers))
+
+
+anyio.run(main)
