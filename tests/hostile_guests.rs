@@ -255,3 +255,39 @@ async fn nothing_of_one_run_is_visible_in_the_next() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_flood_of_refused_calls_is_bounded_in_count_and_in_what_each_record_keeps() {
+    let wat = fixture("flood.wat").replace(
+        "MODE",
+        "(drop (call $call (local.get $id) (i32.const 0) (i32.const 8202)))",
+    );
+    let r = run_guest(&wat, Budgets::default(), Arc::new(AtomicUsize::new(0))).await;
+    let message = failure(&r, FailureKind::Exception);
+    assert_eq!(
+        message,
+        "the program made more than 100000 tool calls in one run"
+    );
+    assert_eq!(r.calls.len(), 100_000);
+    assert!(r
+        .calls
+        .iter()
+        .all(|c| c.global.len() <= 131 && c.name.len() <= 131));
+    assert!(r.calls.iter().all(|c| c.outcome == CallOutcome::Rejected));
+}
+
+#[tokio::test]
+async fn randomness_the_host_makes_is_paid_for_from_the_compute_budget() {
+    let wat = fixture("flood.wat").replace(
+        "MODE",
+        "(drop (call $random_get (i32.const 65536) (i32.const 1048576)))",
+    );
+    let budgets = Budgets {
+        compute_ms: 50,
+        ..Budgets::default()
+    };
+    let r = run_guest(&wat, budgets, Arc::new(AtomicUsize::new(0))).await;
+    let error = r.error.expect("a failure");
+    assert_eq!(error.kind, FailureKind::Timeout);
+    assert_eq!(error.cause, Some(FailureCause::Compute));
+}

@@ -137,10 +137,24 @@ fn pool() -> wasmtime::PoolingAllocationConfig {
     // `madvise`d them away again afterwards: 0.8 ms instead of 0.3 ms for `return 1`. Where the
     // scan is unavailable (Linux before 6.7) wasmtime instead resets the first KEEP_RESIDENT
     // bytes with a copy and `madvise`s the rest, which still avoids most of those faults.
-    pool.pagemap_scan(wasmtime::Enabled::Auto)
-        .linear_memory_keep_resident(KEEP_RESIDENT)
-        .table_keep_resident(KEEP_RESIDENT);
+    pool.pagemap_scan(if swap_enabled() {
+        wasmtime::Enabled::No
+    } else {
+        wasmtime::Enabled::Auto
+    })
+    .linear_memory_keep_resident(KEEP_RESIDENT)
+    .table_keep_resident(KEEP_RESIDENT);
     pool
+}
+
+/// Whether the machine swaps. `PAGEMAP_SCAN` finds a run's dirty pages by their presence in
+/// memory; a dirty page swapped out is not present, so a scan-based reset could leave it for
+/// the next run in the slot. With swap on, slots are reset by copying and `madvise` instead,
+/// which reaches every page however it is backed.
+fn swap_enabled() -> bool {
+    // `/proc/swaps` is a header line plus one line per active swap area; unreadable means we
+    // cannot tell, so assume the worst.
+    std::fs::read_to_string("/proc/swaps").map_or(true, |swaps| swaps.lines().count() > 1)
 }
 
 fn config(interruption: Interruption) -> Config {
@@ -286,13 +300,32 @@ fn read_cached(engine: &Engine, path: &Path) -> Option<Module> {
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so a reader sees either the
-/// old file or the whole new one.
+/// old file or the whole new one. The temporary file is created new (`O_CREAT | O_EXCL`, which
+/// never follows a symlink planted at its name) under a name no other writer uses, and the
+/// rename replaces whatever is at `path` itself rather than following it.
 fn replace_file(path: &Path, bytes: &[u8]) -> bool {
+    use std::io::Write;
+    use std::sync::atomic::AtomicU64;
+    static WRITES: AtomicU64 = AtomicU64::new(0);
     let Some(dir) = path.parent() else {
         return false;
     };
-    let tmp = dir.join(format!(".{}.{}.tmp", std::process::id(), checksum(bytes)));
-    if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, path).is_ok() {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = dir.join(format!(
+        ".{}.{}.{nanos:08x}.{}.tmp",
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed),
+        checksum(bytes)
+    ));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()));
+    if written.is_ok() && std::fs::rename(&tmp, path).is_ok() {
         return true;
     }
     let _ = std::fs::remove_file(&tmp);

@@ -296,18 +296,29 @@ impl RunState {
             .cloned()
     }
 
-    /// Whether `bytes` more argument bytes fit the per-run cap (the memory budget): the host
-    /// holds a call's arguments until it finishes, so a program cannot make it hold many copies
-    /// of a big value.
-    pub(crate) fn argument_bytes_fit(&self, bytes: usize) -> bool {
-        self.argument_bytes_in_flight.saturating_add(bytes) <= self.argument_bytes_cap
+    /// Host memory (by `json::heap_bytes`) that arguments of new calls may still take: the
+    /// host holds a call's arguments until it finishes, so all of them together may take no more
+    /// than the sandbox's own memory budget.
+    pub(crate) fn argument_room(&self) -> usize {
+        self.argument_bytes_cap
+            .saturating_sub(self.argument_bytes_in_flight)
+    }
+
+    /// Host memory a completion value may take: what the sandbox itself was allowed.
+    pub(crate) fn memory_cap(&self) -> usize {
+        self.argument_bytes_cap
+    }
+
+    /// Binding calls the program has made so far.
+    pub(crate) fn calls_made(&self) -> usize {
+        self.calls.len()
     }
 
     fn open_call(&mut self, id: u32, global: &str, name: &str, argument_bytes: usize) {
         let slot = self.calls.len();
         self.calls.push(CallRecord {
-            global: global.to_owned(),
-            name: name.to_owned(),
+            global: record_name(global),
+            name: record_name(name),
             outcome: CallOutcome::Abandoned,
         });
         self.open_calls.insert(
@@ -406,10 +417,42 @@ impl RunState {
             }
             Err(message) => {
                 self.finish_call(id, CallOutcome::Rejected);
-                wire::encode_rejected(id, &message)
+                wire::encode_rejected(id, &rejection_text(&message))
             }
         }
     }
+}
+
+/// Longest name kept in a call record: records live as long as the run, outside the ledger.
+const RECORD_NAME_BYTES: usize = 128;
+
+/// Longest rejection message delivered to the program: a tool's error text, kept in host memory
+/// until the guest reads it.
+const MAX_REJECTION_BYTES: usize = 64 * 1024;
+
+/// A name as records and messages keep it: at most `RECORD_NAME_BYTES`, cut on a character.
+pub(crate) fn record_name(name: &str) -> String {
+    if name.len() <= RECORD_NAME_BYTES {
+        return name.to_owned();
+    }
+    let mut end = RECORD_NAME_BYTES;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &name[..end])
+}
+
+/// A tool's error message as the program gets it: whole, or cut on a character boundary with
+/// a note of what was left out.
+fn rejection_text(message: &str) -> std::borrow::Cow<'_, str> {
+    if message.len() <= MAX_REJECTION_BYTES {
+        return message.into();
+    }
+    let mut end = MAX_REJECTION_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &message[..end], message.len() - end).into()
 }
 
 /// What the event loop does next.

@@ -16,7 +16,7 @@ use crate::bridge::imports;
 use crate::config::{BudgetError, Budgets};
 use crate::engine::{self, EngineError, Interruption};
 use crate::run::{self, RunMetrics, RunState};
-use crate::strip::strip_types;
+use crate::strip::strip_types_async;
 
 /// Why a runtime could not be built.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -174,7 +174,21 @@ impl WasmCodeRuntime {
             ));
         }
         let stripping = Instant::now();
-        let stripped = strip_types(&request.program);
+        // A large program is parsed off this worker; the wait ends with the run's abort or its
+        // wall clock like any other wait.
+        let stripped = tokio::select! {
+            biased;
+            stripped = strip_types_async(&request.program) => stripped,
+            reason = control.aborted() => {
+                return Ok(run::failure_before_start(RunFailure::new(FailureKind::Abort, reason), budgets));
+            }
+            () = tokio::time::sleep(budgets.wall()) => {
+                return Ok(run::failure_before_start(
+                    run::failure_from_stop(&run::Stop::Wall, budgets),
+                    budgets,
+                ));
+            }
+        };
         metrics.strip = stripping.elapsed();
         let program = match stripped {
             Ok(program) => program,

@@ -29,6 +29,9 @@ pub enum JsonError {
     /// Non-whitespace follows the value; holds its byte offset.
     #[error("trailing data at byte {0}")]
     Trailing(usize),
+    /// Building the value would take more host memory than allowed (see [`heap_bytes`]).
+    #[error("value needs more than {0} bytes of host memory")]
+    TooLarge(usize),
 }
 
 enum Open {
@@ -223,8 +226,49 @@ pub fn number_value(f: f64) -> Option<Value> {
 /// Parses one JSON text with no recursion. Rejects `-0`, numbers that overflow to infinity,
 /// nesting deeper than [`MAX_DEPTH`], and trailing data.
 pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
+    parse_within(bytes, usize::MAX).map(|(value, _)| value)
+}
+
+/// Host memory a value takes, estimated: one `Value` per node, the bytes of every string and
+/// key, and the bookkeeping of every object entry. JSON text can expand about thirty-fold into
+/// a `Value` (a one-byte `0` becomes a 32-byte node), so budgets that bound what the host holds
+/// count this, not text length.
+pub fn heap_bytes(value: &Value) -> usize {
+    let mut total = 0usize;
+    let mut pending = vec![value];
+    while let Some(node) = pending.pop() {
+        total = total.saturating_add(NODE_BYTES);
+        match node {
+            Value::String(s) => total = total.saturating_add(s.len()),
+            Value::Array(items) => pending.extend(items.iter()),
+            Value::Object(map) => {
+                for (key, item) in map {
+                    total = total.saturating_add(ENTRY_BYTES + key.len());
+                    pending.push(item);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
+}
+
+/// What one node costs in [`heap_bytes`].
+const NODE_BYTES: usize = std::mem::size_of::<Value>();
+/// What an object entry costs beyond its value and key bytes (the key's `String`, the index
+/// map's hash and slot).
+const ENTRY_BYTES: usize = std::mem::size_of::<String>() + 16;
+
+/// [`parse`], refusing with [`JsonError::TooLarge`] as soon as the value being built would
+/// exceed `max_heap` bytes by [`heap_bytes`]'s estimate (so a hostile text never gets built
+/// past the limit). Returns the value and its estimate.
+pub fn parse_within(bytes: &[u8], max_heap: usize) -> Result<(Value, usize), JsonError> {
     let mut stack: Vec<Open> = Vec::new();
-    let result = parse_into(bytes, &mut stack);
+    let mut heap = Heap {
+        used: 0,
+        max: max_heap,
+    };
+    let result = parse_into(bytes, &mut stack, &mut heap).map(|value| (value, heap.used));
     // A failed parse leaves partial containers behind; free them without recursion.
     for open in stack.drain(..) {
         match open {
@@ -235,9 +279,27 @@ pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
     result
 }
 
-fn parse_into(bytes: &[u8], stack: &mut Vec<Open>) -> Result<Value, JsonError> {
+/// The running estimate of what a parse has built.
+struct Heap {
+    used: usize,
+    max: usize,
+}
+
+impl Heap {
+    fn charge(&mut self, bytes: usize) -> Result<(), JsonError> {
+        self.used = self.used.saturating_add(bytes);
+        if self.used > self.max {
+            Err(JsonError::TooLarge(self.max))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn parse_into(bytes: &[u8], stack: &mut Vec<Open>, heap: &mut Heap) -> Result<Value, JsonError> {
     let mut s = Scanner { bytes, pos: 0 };
     loop {
+        heap.charge(NODE_BYTES)?;
         let mut value = match s.peek()? {
             b'{' => {
                 s.pos += 1;
@@ -249,6 +311,7 @@ fn parse_into(bytes: &[u8], stack: &mut Vec<Open>) -> Result<Value, JsonError> {
                     Value::Object(Map::new())
                 } else {
                     let key = s.string()?;
+                    heap.charge(ENTRY_BYTES + key.len())?;
                     s.expect(b':')?;
                     stack.push(Open::Object(Map::new(), key));
                     continue;
@@ -267,7 +330,11 @@ fn parse_into(bytes: &[u8], stack: &mut Vec<Open>) -> Result<Value, JsonError> {
                     continue;
                 }
             }
-            b'"' => Value::String(s.string()?),
+            b'"' => {
+                let text = s.string()?;
+                heap.charge(text.len())?;
+                Value::String(text)
+            }
             b't' => s.literal(b"true", Value::Bool(true))?,
             b'f' => s.literal(b"false", Value::Bool(false))?,
             b'n' => s.literal(b"null", Value::Null)?,
@@ -307,6 +374,7 @@ fn parse_into(bytes: &[u8], stack: &mut Vec<Open>) -> Result<Value, JsonError> {
                         b',' => {
                             s.pos += 1;
                             let next = s.string()?;
+                            heap.charge(ENTRY_BYTES + next.len())?;
                             s.expect(b':')?;
                             *key = next;
                             break;
@@ -660,6 +728,27 @@ mod tests {
     #[test]
     fn duplicate_keys_keep_the_last() {
         assert_eq!(parse(br#"{"a":1,"a":2}"#).unwrap(), json!({"a":2}));
+    }
+
+    #[test]
+    fn parsing_stops_at_its_heap_limit_and_the_estimate_matches() {
+        let text = br#"{"a":[1,2,{"b":"xyz"}],"c":null}"#;
+        let (value, used) = parse_within(text, usize::MAX).unwrap();
+        assert_eq!(used, heap_bytes(&value));
+        assert!(parse_within(text, used).is_ok());
+        assert_eq!(
+            parse_within(text, used - 1).unwrap_err(),
+            JsonError::TooLarge(used - 1)
+        );
+        // A text of small numbers expands many times over into values.
+        let numbers = format!("[{}0]", "0,".repeat(100_000));
+        let (big, used) = parse_within(numbers.as_bytes(), usize::MAX).unwrap();
+        assert!(
+            used > 20 * numbers.len(),
+            "{used} for {} bytes",
+            numbers.len()
+        );
+        drop_deep(big);
     }
 
     #[test]

@@ -18,13 +18,39 @@ use super::wire::{self, DoneFrame, DoneKind, CALL_ACCEPTED, CALL_IGNORED};
 use crate::run::{Outcome, RunState, Stop};
 
 /// Largest `call` frame copied out of the guest (arguments have no ledger cap, but a host must
-/// bound what it copies).
+/// bound what it copies; the in-flight argument budget usually bounds it first).
 const MAX_CALL_FRAME: usize = 256 * 1024 * 1024;
 /// Most calls in flight at once, and most timers armed at once, per run.
 pub const MAX_IN_FLIGHT: usize = 100_000;
 const MAX_TIMERS: usize = 100_000;
 /// Longest binding namespace or member name a call frame may carry.
 const MAX_NAME_BYTES: usize = 4096;
+/// Most binding calls one run may make; past it the run fails (a runaway loop, not a program).
+pub const MAX_CALLS_PER_RUN: usize = 100_000;
+
+/// Fuel charged per byte the host copies out of or into guest memory on the guest's behalf,
+/// per byte of JSON it parses, and per byte of randomness it makes: work a program causes
+/// outside wasm is paid from the same compute budget as its own (at `FUEL_PER_MS`, 1 fuel is
+/// a quarter of a nanosecond: the host's copying, parsing and hashing cost about this much).
+const COPY_FUEL_PER_BYTE: u64 = 1;
+const PARSE_FUEL_PER_BYTE: u64 = 16;
+const RANDOM_FUEL_PER_BYTE: u64 = 8;
+
+/// Charges `bytes × per_byte` fuel before the host does that work; a program that cannot pay
+/// stops with its compute budget spent. (Engines without fuel, for measurements, charge
+/// nothing.)
+fn charge(caller: &mut Caller<'_, RunState>, bytes: usize, per_byte: u64) -> wasmtime::Result<()> {
+    let cost = (bytes as u64).saturating_mul(per_byte);
+    let Ok(fuel) = caller.get_fuel() else {
+        return Ok(());
+    };
+    if fuel >= cost {
+        caller.set_fuel(fuel - cost)
+    } else {
+        caller.set_fuel(0)?;
+        Err(wasmtime::Error::new(wasmtime::Trap::OutOfFuel))
+    }
+}
 
 const ERRNO_SUCCESS: i32 = 0;
 const ERRNO_BADF: i32 = 8;
@@ -129,51 +155,71 @@ fn on_log(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Res
     if caller.data().outcome.is_some() {
         return Ok(());
     }
+    let ledger = &caller.data().ledger;
+    let copied = (len as u64).min(ledger.max().saturating_sub(ledger.used()).saturating_add(8));
+    charge(&mut caller, copied as usize, COPY_FUEL_PER_BYTE)?;
     let Some(text) = log_entry_from(&caller, ptr, len) else {
         return Ok(());
     };
     admit_log(caller.data_mut(), &text).map_err(wasmtime::Error::new)
 }
 
-fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> u32 {
+fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> wasmtime::Result<u32> {
     let state = caller.data();
-    if state.outcome.is_some() || state.in_flight_count() >= MAX_IN_FLIGHT {
-        return CALL_IGNORED;
+    if state.outcome.is_some() {
+        return Ok(CALL_IGNORED);
     }
-    let frame = read(&caller, ptr, len, MAX_CALL_FRAME);
-    let state = caller.data_mut();
+    if state.calls_made() >= MAX_CALLS_PER_RUN {
+        let failure = RunFailure::new(
+            FailureKind::Exception,
+            format!("the program made more than {MAX_CALLS_PER_RUN} tool calls in one run"),
+        );
+        caller.data_mut().settle(Outcome::Failure(failure));
+        return Err(wasmtime::Error::new(Stop::Settled));
+    }
+    if state.in_flight_count() >= MAX_IN_FLIGHT {
+        return Ok(CALL_IGNORED);
+    }
     // Ids must increase: a reused (or older) id is a duplicate and is ignored. An id is spent by
     // its first use, even when that use is malformed.
-    if !state.claim_call_id(id) {
-        return CALL_IGNORED;
+    if !caller.data_mut().claim_call_id(id) {
+        return Ok(CALL_IGNORED);
     }
-    let Some(frame) = frame else {
-        return CALL_IGNORED;
+    if len as usize > MAX_CALL_FRAME || !in_bounds(&caller, ptr, len) {
+        return Ok(CALL_IGNORED);
+    }
+    // Copying and parsing the frame is work done for the program: paid for before it is done.
+    charge(
+        &mut caller,
+        len as usize,
+        COPY_FUEL_PER_BYTE + PARSE_FUEL_PER_BYTE,
+    )?;
+    let Some(frame) = read(&caller, ptr, len, MAX_CALL_FRAME) else {
+        return Ok(CALL_IGNORED);
     };
+    let state = caller.data_mut();
     let Some(call) = wire::decode_call(&frame) else {
-        return CALL_IGNORED;
+        return Ok(CALL_IGNORED);
     };
     if call.global.len() > MAX_NAME_BYTES || call.name.len() > MAX_NAME_BYTES {
-        return CALL_IGNORED;
+        return Ok(CALL_IGNORED);
     }
-    if !state.argument_bytes_fit(call.args_json.len()) {
-        state.reject_now(
-            id,
-            call.global,
-            call.name,
-            "too much argument data in flight: wait for earlier calls before starting more",
-        );
-        return CALL_ACCEPTED;
-    }
+    let too_much = "too much argument data in flight: wait for earlier calls before starting more";
     let Some(binding) = state.binding(call.global, call.name) else {
-        let message = format!("unknown binding \"{}.{}\"", call.global, call.name);
+        let message = format!(
+            "unknown binding \"{}.{}\"",
+            crate::run::record_name(call.global),
+            crate::run::record_name(call.name)
+        );
         state.reject_now(id, call.global, call.name, &message);
-        return CALL_ACCEPTED;
+        return Ok(CALL_ACCEPTED);
     };
-    match json::parse(call.args_json) {
-        Ok(args) => {
-            let argument_bytes = call.args_json.len();
-            state.start_call(id, call.global, call.name, binding, args, argument_bytes);
+    // Arguments are held as values until the call ends: the in-flight budget counts what
+    // they take in host memory, and parsing stops the moment they would exceed it.
+    match json::parse_within(call.args_json, state.argument_room()) {
+        Ok((args, heap)) => state.start_call(id, call.global, call.name, binding, args, heap),
+        Err(json::JsonError::TooLarge(_)) => {
+            state.reject_now(id, call.global, call.name, too_much);
         }
         Err(_) => state.reject_now(
             id,
@@ -182,7 +228,7 @@ fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> u32
             "binding arguments must be lossless JSON",
         ),
     }
-    CALL_ACCEPTED
+    Ok(CALL_ACCEPTED)
 }
 
 fn on_timer_start(mut caller: Caller<'_, RunState>, id: u32, delay_ms: f64) -> u32 {
@@ -234,9 +280,9 @@ fn on_reply_read(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> u32 {
     copy_out(&mut caller, ptr, len, |state| &mut state.delivery)
 }
 
-fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) {
+fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Result<()> {
     if caller.data().outcome.is_some() {
-        return;
+        return Ok(());
     }
     let max = caller.data().ledger.max();
     // A value or message longer than the whole cap cannot fit; do not copy it to find out. An
@@ -246,15 +292,24 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) {
         if in_bounds(&caller, ptr, len) {
             caller.data_mut().settle_overflow();
         }
-        return;
+        return Ok(());
     }
+    if !in_bounds(&caller, ptr, len) {
+        return Ok(());
+    }
+    charge(
+        &mut caller,
+        len as usize,
+        COPY_FUEL_PER_BYTE + PARSE_FUEL_PER_BYTE,
+    )?;
     let Some(bytes) = read(&caller, ptr, len, cap) else {
-        return;
+        return Ok(());
     };
     let Some(frame) = wire::decode_done(&bytes) else {
-        return;
+        return Ok(());
     };
     let state = caller.data_mut();
+    let memory_cap = state.memory_cap();
     let invalid = || {
         Outcome::Failure(RunFailure::new(
             FailureKind::InvalidOutput,
@@ -263,13 +318,25 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) {
     };
     let outcome = match frame {
         DoneFrame::Undefined => Outcome::Value(None),
-        DoneFrame::Value(text) => match json::parse(text) {
-            Ok(value) if state.ledger.value_fits(&value) => Outcome::Value(Some(value)),
-            Ok(value) => {
+        // The value is held until the run returns: building it may take no more host memory
+        // than the sandbox itself was allowed.
+        DoneFrame::Value(text) => match json::parse_within(text, memory_cap) {
+            Ok((value, _)) if state.ledger.value_fits(&value) => Outcome::Value(Some(value)),
+            Ok((value, _)) => {
                 json::drop_deep(value);
                 state.settle_overflow();
-                return;
+                return Ok(());
             }
+            Err(json::JsonError::TooLarge(_)) => Outcome::Failure(
+                RunFailure::new(
+                    FailureKind::WorkerExit,
+                    format!(
+                        "memory limit exceeded: the program's result would take more than {} MiB of host memory",
+                        memory_cap / (1024 * 1024)
+                    ),
+                )
+                .with_cause(codemode_runtime::code::FailureCause::Memory),
+            ),
             Err(_) => invalid(),
         },
         DoneFrame::Failure {
@@ -284,11 +351,12 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) {
             DoneKind::InvalidOutput => invalid(),
             DoneKind::OutputLimit => {
                 state.settle_overflow();
-                return;
+                return Ok(());
             }
         },
     };
     state.settle(outcome);
+    Ok(())
 }
 
 fn on_output_limit(mut caller: Caller<'_, RunState>) {
@@ -313,16 +381,37 @@ fn wasi_fd_write(
     let Some(table) = read(&caller, iovs, iovs_len.saturating_mul(8), usize::MAX) else {
         return Ok(ERRNO_FAULT);
     };
-    let mut chunk = Vec::new();
-    let mut cut = false;
-    let mut total: u32 = 0;
-    let limit = caller.data().ledger.max().saturating_add(8);
-    for entry in table.chunks_exact(8) {
-        let ptr = u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]);
-        let len = u32::from_le_bytes([entry[4], entry[5], entry[6], entry[7]]);
+    let entries: Vec<(u32, u32)> = table
+        .chunks_exact(8)
+        .map(|e| {
+            (
+                u32::from_le_bytes([e[0], e[1], e[2], e[3]]),
+                u32::from_le_bytes([e[4], e[5], e[6], e[7]]),
+            )
+        })
+        .collect();
+    // Every buffer is checked before any is copied, and only what can still fit the ledger
+    // is copied (and paid for).
+    if entries
+        .iter()
+        .any(|&(ptr, len)| !in_bounds(&caller, ptr, len))
+    {
+        return Ok(ERRNO_FAULT);
+    }
+    let ledger = &caller.data().ledger;
+    let limit = ledger.max().saturating_sub(ledger.used()).saturating_add(8);
+    let mut plan = Vec::with_capacity(entries.len());
+    let (mut planned, mut total, mut cut) = (0u64, 0u32, false);
+    for &(ptr, len) in &entries {
         total = total.saturating_add(len);
-        let want = (len as u64).min(limit.saturating_sub(chunk.len() as u64)) as u32;
+        let want = (len as u64).min(limit.saturating_sub(planned)) as u32;
         cut |= want < len;
+        planned += want as u64;
+        plan.push((ptr, want));
+    }
+    charge(&mut caller, planned as usize, COPY_FUEL_PER_BYTE)?;
+    let mut chunk = Vec::with_capacity(planned as usize);
+    for (ptr, want) in plan {
         let Some(bytes) = read(&caller, ptr, want, usize::MAX) else {
             return Ok(ERRNO_FAULT);
         };
@@ -374,16 +463,20 @@ fn wasi_clock_time_get(
     }
 }
 
-fn wasi_random_get(mut caller: Caller<'_, RunState>, buf: u32, len: u32) -> i32 {
+fn wasi_random_get(mut caller: Caller<'_, RunState>, buf: u32, len: u32) -> wasmtime::Result<i32> {
     if len > 1024 * 1024 {
-        return ERRNO_INVAL;
+        return Ok(ERRNO_INVAL);
     }
+    if !in_bounds(&caller, buf, len) {
+        return Ok(ERRNO_FAULT);
+    }
+    charge(&mut caller, len as usize, RANDOM_FUEL_PER_BYTE)?;
     let bytes = caller.data_mut().random_bytes(len as usize);
-    if write(&mut caller, buf, &bytes) {
+    Ok(if write(&mut caller, buf, &bytes) {
         ERRNO_SUCCESS
     } else {
         ERRNO_FAULT
-    }
+    })
 }
 
 fn wasi_poll_oneoff(_caller: Caller<'_, RunState>, _a: u32, _b: u32, _c: u32, _d: u32) -> i32 {

@@ -109,14 +109,34 @@ fn pretty(value: &Value) -> String {
     }
 }
 
+/// Text a program chose, made safe for a terminal: control characters other than newline and
+/// tab (an escape sequence could rewrite the screen or the title, or hide output) are shown as
+/// `\u{..}` escapes instead of being sent.
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if unsafe_char(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
 fn print_human(result: &RunResult, program: &str) {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for line in &result.logs {
-        let _ = writeln!(out, "{line}");
+        let _ = writeln!(out, "{}", printable(line));
     }
     if let Some(value) = &result.value {
-        let _ = writeln!(out, "{}", pretty(value));
+        let _ = writeln!(out, "{}", printable(&pretty(value)));
     }
     let _ = out.flush();
     if let Some(error) = &result.error {
@@ -137,11 +157,12 @@ fn print_human(result: &RunResult, program: &str) {
         };
         eprintln!(
             "{red}{bold}error ({}{cause}){place}:{reset}{red} {}{reset}",
-            error.kind, error.message
+            error.kind,
+            printable(&error.message)
         );
         if let Some(line) = error.line {
             if let Some(text) = program.lines().nth(line.saturating_sub(1) as usize) {
-                eprintln!("{:>5} | {text}", line);
+                eprintln!("{:>5} | {}", line, printable(text));
                 if let Some(col) = error.column {
                     let pad: String = text
                         .chars()

@@ -7,6 +7,8 @@
 //! `import =`, legacy `<T>x` casts, decorators) is refused with its position, before any sandbox
 //! is created.
 
+mod scan;
+
 use std::sync::{Arc, Mutex};
 
 use swc_common::errors::{DiagnosticBuilder, Emitter, Handler};
@@ -49,74 +51,111 @@ pub const MAX_NESTING: usize = 10_000;
 /// Longest program accepted, in bytes.
 pub const MAX_PROGRAM_BYTES: usize = 1024 * 1024;
 
+pub use scan::MAX_LABEL_PAIRS;
+
 /// swc's parser and visitors recurse once per nesting level, and not only on brackets (a run of
-/// prefix operators, `a = a = …`, `x => x => …` nest too). A program short enough that even its
-/// worst case fits the caller's stack is parsed inline; anything longer or deeply bracketed is
-/// parsed on its own thread with a stack sized for the longest program accepted.
-const INLINE_BYTES: usize = 2 * 1024;
+/// prefix operators, `a = a = …`, `x => x => …` nest too), at up to about 0.9 KiB of stack per
+/// byte of program. A program short enough that even its worst case fits comfortably in an
+/// async worker's stack (2 MiB) is parsed inline; anything longer or deeply bracketed is parsed
+/// on a thread of its own whose stack is sized for the longest program accepted (reserved, not
+/// committed: only the depth a program reaches is touched, and it is returned when the thread
+/// ends). At most [`DEEP_PARSES`] such threads run at once.
+const INLINE_BYTES: usize = 512;
 const INLINE_NESTING: usize = 64;
 const DEEP_PARSE_STACK: usize = 2 << 30;
+/// Most programs parsed on their own threads at once; more wait their turn.
+pub const DEEP_PARSES: usize = 2;
 
-/// An upper bound on the program's bracket nesting (brackets inside strings and comments are
-/// counted too, which only over-estimates).
-fn nesting_upper_bound(program: &str) -> usize {
-    let (mut depth, mut max) = (0usize, 0usize);
-    for b in program.bytes() {
-        match b {
-            b'(' | b'[' | b'{' => {
-                depth += 1;
-                max = max.max(depth);
-            }
-            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
+fn refusal(message: String) -> StripError {
+    StripError {
+        message,
+        line: 0,
+        column: 0,
     }
-    max
+}
+
+/// Where a program will be stripped, or why it will not be.
+enum Plan {
+    Inline,
+    OwnThread,
+}
+
+/// The limits every program meets before the parser runs: size, bracket nesting, duplicate
+/// nested labels (see [`scan`]).
+fn plan(program: &str) -> Result<Plan, StripError> {
+    if program.len() > MAX_PROGRAM_BYTES {
+        return Err(refusal(format!(
+            "program is {} bytes; the limit is {MAX_PROGRAM_BYTES}: move data into tool calls",
+            program.len()
+        )));
+    }
+    let scanned = scan::scan(program);
+    if scanned.label_pairs > MAX_LABEL_PAIRS {
+        return Err(refusal(format!(
+            "program repeats a label (or object key) inside itself more than {MAX_LABEL_PAIRS} times; a duplicate label is a syntax error: rename it, or flatten the object"
+        )));
+    }
+    if program.len() <= INLINE_BYTES && scanned.nesting <= INLINE_NESTING {
+        return Ok(Plan::Inline);
+    }
+    if scanned.nesting > MAX_NESTING {
+        return Err(refusal(format!(
+            "program nests brackets {} levels deep; the limit is {MAX_NESTING}: flatten it",
+            scanned.nesting
+        )));
+    }
+    Ok(Plan::OwnThread)
+}
+
+fn on_own_thread(program: String, done: impl FnOnce(Result<String, StripError>) + Send + 'static) {
+    let spawned = std::thread::Builder::new()
+        .name("codemode-strip".into())
+        .stack_size(DEEP_PARSE_STACK)
+        .spawn(move || done(strip_inline(&program)));
+    if let Err(e) = spawned {
+        tracing::error!("codemode: cannot start the TypeScript parser: {e}");
+    }
+}
+
+fn parser_failed() -> StripError {
+    refusal("the TypeScript parser could not run for this program".into())
 }
 
 /// Erases the types of `program` (a function body). Returns JavaScript of the same shape.
+/// Blocks the calling thread; async callers use [`strip_types_async`].
 pub fn strip_types(program: &str) -> Result<String, StripError> {
-    if program.len() > MAX_PROGRAM_BYTES {
-        return Err(StripError {
-            message: format!(
-                "program is {} bytes; the limit is {MAX_PROGRAM_BYTES}: move data into tool calls",
-                program.len()
-            ),
-            line: 0,
-            column: 0,
-        });
+    match plan(program)? {
+        Plan::Inline => strip_inline(program),
+        Plan::OwnThread => {
+            let (sender, receiver) = std::sync::mpsc::channel();
+            on_own_thread(program.to_owned(), move |result| {
+                let _ = sender.send(result);
+            });
+            receiver.recv().unwrap_or_else(|_| Err(parser_failed()))
+        }
     }
-    let nesting = nesting_upper_bound(program);
-    if program.len() <= INLINE_BYTES && nesting <= INLINE_NESTING {
-        return strip_inline(program);
+}
+
+static DEEP_PARSE_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(DEEP_PARSES);
+
+/// [`strip_types`] for async callers: small programs are stripped at once, larger ones on a
+/// thread of their own (at most [`DEEP_PARSES`] at a time) while the caller's task waits
+/// without blocking its worker. Dropping the future stops the wait; a parse already started
+/// finishes on its thread (its cost is bounded by the limits above).
+pub async fn strip_types_async(program: &str) -> Result<String, StripError> {
+    match plan(program)? {
+        Plan::Inline => strip_inline(program),
+        Plan::OwnThread => {
+            let Ok(_slot) = DEEP_PARSE_SLOTS.acquire().await else {
+                return Err(parser_failed());
+            };
+            let (sender, receiver) = tokio::sync::oneshot::channel();
+            on_own_thread(program.to_owned(), move |result| {
+                let _ = sender.send(result);
+            });
+            receiver.await.unwrap_or_else(|_| Err(parser_failed()))
+        }
     }
-    if nesting > MAX_NESTING {
-        return Err(StripError {
-            message: format!(
-                "program nests brackets {nesting} levels deep; the limit is {MAX_NESTING}: flatten it"
-            ),
-            line: 0,
-            column: 0,
-        });
-    }
-    let owned = program.to_owned();
-    std::thread::Builder::new()
-        .name("codemode-strip".into())
-        .stack_size(DEEP_PARSE_STACK)
-        .spawn(move || strip_inline(&owned))
-        .map_err(|e| StripError {
-            message: format!("cannot start the TypeScript parser: {e}"),
-            line: 0,
-            column: 0,
-        })?
-        .join()
-        .unwrap_or_else(|_| {
-            Err(StripError {
-                message: "the TypeScript parser failed on this program".into(),
-                line: 0,
-                column: 0,
-            })
-        })
 }
 
 fn strip_inline(program: &str) -> Result<String, StripError> {
@@ -242,6 +281,24 @@ mod tests {
         );
         let err = strip_types(&extreme).unwrap_err();
         assert!(err.message.contains("limit is 10000"), "{}", err.message);
+    }
+
+    #[test]
+    fn duplicate_nested_labels_are_refused_before_the_parser_spends_quadratic_time() {
+        let chain = format!("{};", "a:".repeat(100));
+        let err = strip_types(&chain).unwrap_err();
+        assert_eq!(
+            err.message, "Label a is already declared",
+            "a few are the parser's to report"
+        );
+        for hostile in [
+            format!("{};", "a:".repeat(8_000)),
+            "a: {".repeat(3_000) + &"}".repeat(3_000),
+            format!("if (1) {{}} else {}", "a: if (1) {} else ".repeat(3_000)),
+        ] {
+            let err = strip_types(&hostile).unwrap_err();
+            assert!(err.message.contains("repeats a label"), "{}", err.message);
+        }
     }
 
     #[test]
