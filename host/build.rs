@@ -21,7 +21,13 @@ const GUEST_STACK_BYTES: u32 = 8 * 1024 * 1024;
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let guest_dir = manifest_dir.join("..").join("guest");
-    for path in ["src", "Cargo.toml", "Cargo.lock"] {
+    for path in [
+        "src",
+        "Cargo.toml",
+        "Cargo.lock",
+        "../host/wire/src",
+        "../host/wire/Cargo.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", guest_dir.join(path).display());
     }
     println!("cargo:rerun-if-env-changed=CODEMODE_GUEST_TARGET_DIR");

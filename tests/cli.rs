@@ -222,6 +222,73 @@ fn file_tools_are_confined_to_the_root() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// A FIFO without a writer used to block `open` forever (past the run's abort, keeping the CLI
+/// from exiting); one with a writer, or a device, streamed past the size cap. Both are refused
+/// from the opened handle now, without blocking.
+#[cfg(unix)]
+#[test]
+fn read_file_refuses_fifos_and_devices_without_blocking() {
+    let root = std::env::temp_dir().join(format!("codemode-cli-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("dir")).unwrap();
+    for name in ["idle", "fed"] {
+        let made = Command::new("mkfifo")
+            .arg(root.join(name))
+            .status()
+            .unwrap();
+        assert!(made.success(), "mkfifo {name}");
+    }
+    // A writer that would stream without end into whoever opens the FIFO.
+    let mut writer = Command::new("sh")
+        .args([
+            "-c",
+            "exec yes codemode > \"$0\"",
+            root.join("fed").to_str().unwrap(),
+        ])
+        .spawn()
+        .unwrap();
+    // A character device, where this user may make one (root); elsewhere the FIFOs stand alone.
+    let device = Command::new("mknod")
+        .arg(root.join("zero"))
+        .args(["c", "1", "5"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let program = r#"
+        const attempt = async (path: string) => {
+          try { return { ok: (await tools.read_file({ path })).length }; }
+          catch (e) { return { refused: String(e.message) }; }
+        };
+        return {
+          idle: await attempt('idle'),
+          fed: await attempt('fed'),
+          dir: await attempt('dir'),
+          zero: await attempt('zero'),
+        };
+    "#;
+    let out = run_with_stdin(
+        &["run", "--json", "--root", root.to_str().unwrap()],
+        program,
+    );
+    let _ = writer.kill();
+    let _ = writer.wait();
+    let doc = json_of(&out);
+    let result = &doc["result"];
+    for name in ["idle", "fed"] {
+        let refused = result[name]["refused"].as_str().unwrap_or_default();
+        assert!(refused.contains("not a regular file"), "{name}: {doc}");
+    }
+    let dir = result["dir"]["refused"].as_str().unwrap_or_default();
+    assert!(dir.contains("is a directory; use list_dir"), "{doc}");
+    let zero = result["zero"]["refused"].as_str().unwrap_or_default();
+    if device {
+        assert!(zero.contains("not a regular file"), "{doc}");
+    } else {
+        assert!(zero.contains("No such file"), "{doc}");
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 #[test]
 fn sdk_prints_the_built_in_tools_in_both_languages() {
     let out = Command::new(binary()).args(["sdk"]).output().unwrap();

@@ -1,6 +1,7 @@
 //! Shared helpers for the end-to-end suites: build a runtime, bind tools, run a program; and
 //! (in [`harness`]) a Code Mode registry over the real runtime.
 
+pub mod fuzz_targets;
 pub mod harness;
 
 use std::collections::BTreeMap;

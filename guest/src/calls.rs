@@ -15,7 +15,7 @@ use boa_engine::object::builtins::{JsFunction, JsPromise};
 use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::{js_string, Context, JsError, JsResult, JsString, JsValue, NativeFunction};
 
-use crate::{frames, host, json_out, snapshot};
+use crate::{host, json_out, snapshot};
 
 /// A call the host accepted and has not answered yet.
 struct Pending {
@@ -57,7 +57,7 @@ pub fn binding_function(
         NativeFunction::from_copy_closure_with_captures(
             call_binding,
             (
-                frames::call_header(global, name),
+                codemode_wire::call_header(global, name),
                 JsString::from(name),
                 error_class,
                 make_error,

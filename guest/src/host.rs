@@ -1,7 +1,7 @@
 //! The guest's only door to the host: the `codemode` imports, wrapped in safe functions.
 //!
-//! The frame layouts are specified in `host/src/bridge/wire.rs`; this module must stay in step
-//! with it. Nothing else in the guest touches these imports.
+//! The frame layouts are defined once in the `codemode-wire` crate (`host/wire/`), which the host
+//! builds too. Nothing else in the guest touches these imports.
 
 #[link(wasm_import_module = "codemode")]
 extern "C" {

@@ -11,7 +11,6 @@
 //! validation of what leaves the sandbox are all re-done on the host.
 
 mod calls;
-mod frames;
 mod host;
 mod jobs;
 mod json_in;
@@ -31,11 +30,9 @@ use boa_engine::{
     NativeFunction, Source,
 };
 
-use frames::{Delivery, Outcome};
+use codemode_wire::{Delivery, Done, DoneKind, STATUS_DONE, STATUS_WAITING};
 
 /// `cm_run` / `cm_deliver` return values.
-const STATUS_DONE: u32 = 0;
-const STATUS_WAITING: u32 = 1;
 
 const PRELUDE: &str = include_str!("prelude.js");
 
@@ -76,9 +73,19 @@ fn claim_done() -> bool {
     BOOK.with_borrow_mut(|book| !std::mem::replace(&mut book.done, true))
 }
 
-fn finish(outcome: Outcome<'_>) {
+/// A failure of kind exception (`line` 0-based, 0 with `column` 0 when unknown).
+fn exception(message: &str, line: u32, column: u32) -> Done<'_> {
+    Done::Failure {
+        kind: DoneKind::Exception,
+        line,
+        column,
+        message: message.into(),
+    }
+}
+
+fn finish(outcome: Done<'_>) {
     if claim_done() {
-        host::send_done(&frames::encode_done(&outcome));
+        host::send_done(&outcome.encode());
     }
 }
 
@@ -134,7 +141,7 @@ fn native_done(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsVal
         if claim_done() {
             json_out::with_frame(|frame| {
                 if let Some(tag) = frame.first_mut() {
-                    *tag = frames::TAG_VALUE;
+                    *tag = codemode_wire::DONE_VALUE;
                     host::send_done(frame);
                 }
             });
@@ -144,13 +151,18 @@ fn native_done(_: &JsValue, args: &[JsValue], _: &mut Context) -> JsResult<JsVal
     }
     let payload = arg_string(args, 1);
     let outcome = match kind {
-        0 => Outcome::Undefined,
-        3 => Outcome::InvalidOutput(&payload),
-        _ => Outcome::Exception {
-            message: &payload,
-            line: arg_u32(args, 2).saturating_sub(1),
-            column: arg_u32(args, 3),
+        0 => Done::Undefined,
+        3 => Done::Failure {
+            kind: DoneKind::InvalidOutput,
+            line: 0,
+            column: 0,
+            message: payload.as_str().into(),
         },
+        _ => exception(
+            &payload,
+            arg_u32(args, 2).saturating_sub(1),
+            arg_u32(args, 3),
+        ),
     };
     finish(outcome);
     Ok(JsValue::undefined())
@@ -168,27 +180,15 @@ fn fail_uncaught(error: JsError, context: &mut Context, hooks: Option<&Prelude>)
                 .to_string(context)
                 .map(|s| s.to_std_string_lossy())
                 .unwrap_or_else(|_| "program threw an unrenderable value".to_owned());
-            finish(Outcome::Exception {
-                message: &message,
-                line: 0,
-                column: 0,
-            });
+            finish(exception(&message, 0, 0));
         }
         (Err(uncatchable), _) => {
             let message = uncatchable.to_string();
-            finish(Outcome::Exception {
-                message: &message,
-                line: 0,
-                column: 0,
-            });
+            finish(exception(&message, 0, 0));
         }
     }
     // Whatever happened above, the run is over.
-    finish(Outcome::Exception {
-        message: "program threw an unrenderable value",
-        line: 0,
-        column: 0,
-    });
+    finish(exception("program threw an unrenderable value", 0, 0));
 }
 
 fn drain(context: &mut Context, hooks: &Prelude) -> u32 {
@@ -205,11 +205,7 @@ fn drain(context: &mut Context, hooks: &Prelude) -> u32 {
         return STATUS_DONE;
     }
     if idle {
-        finish(Outcome::Exception {
-            message: "program is waiting on a promise that can never settle (no tool call is in flight and no timer is armed)",
-            line: 0,
-            column: 0,
-        });
+        finish(exception("program is waiting on a promise that can never settle (no tool call is in flight and no timer is armed)", 0, 0));
         return STATUS_DONE;
     }
     STATUS_WAITING
@@ -259,7 +255,7 @@ fn get_fn(object: &JsObject, name: &str, context: &mut Context) -> JsResult<JsOb
 /// Builds the program's parameters: one frozen, null-prototype namespace object per binding
 /// namespace, then the injected error classes, then `console`.
 fn install(
-    boot: &frames::Boot,
+    boot: &codemode_wire::Boot<'_>,
     prelude: &Prelude,
     context: &mut Context,
 ) -> JsResult<(Vec<String>, Vec<JsValue>)> {
@@ -272,8 +268,8 @@ fn install(
                 let made = prelude.make_error_class.call(
                     &JsValue::undefined(),
                     &[
-                        JsString::from(class.as_str()).into(),
-                        JsString::from(member.as_str()).into(),
+                        JsString::from(*class).into(),
+                        JsString::from(*member).into(),
                     ],
                     context,
                 )?;
@@ -281,7 +277,7 @@ fn install(
                     Some(made) => made.get(js_string!("ctor"), context)?,
                     None => JsValue::undefined(),
                 };
-                classes.push((class.clone(), ctor));
+                classes.push((class.to_string(), ctor));
                 made
             }
             None => JsValue::undefined(),
@@ -289,14 +285,14 @@ fn install(
         let namespace = JsObject::with_null_proto();
         for name in &ns.names {
             let function = calls::binding_function(
-                &ns.global,
+                ns.global,
                 name,
                 error_class.clone(),
                 prelude.binding_error.clone(),
                 context,
             );
             namespace.define_property_or_throw(
-                JsString::from(name.as_str()),
+                JsString::from(*name),
                 PropertyDescriptor::builder()
                     .value(function)
                     .writable(false)
@@ -306,7 +302,7 @@ fn install(
             )?;
         }
         namespace.set_integrity_level(IntegrityLevel::Frozen, context)?;
-        params.push(ns.global.clone());
+        params.push(ns.global.to_string());
         values.push(namespace.into());
     }
     for (class, ctor) in classes {
@@ -346,7 +342,7 @@ fn new_context() -> JsResult<(Context, Prelude)> {
 }
 
 /// Installs the namespaces, compiles the program as the body of an async function and starts it.
-fn start(boot: &frames::Boot, context: &mut Context, prelude: &Prelude) -> JsResult<()> {
+fn start(boot: &codemode_wire::Boot<'_>, context: &mut Context, prelude: &Prelude) -> JsResult<()> {
     let (names, values) = install(boot, prelude, context)?;
     // Parameter names were checked as portable identifiers by the host before the run.
     let source = format!(
@@ -379,11 +375,7 @@ fn report_compile_error(error: JsError, context: &mut Context) {
         Err(_) => error.to_string(),
     };
     let (line, column) = syntax_position(&message);
-    finish(Outcome::Exception {
-        message: &message,
-        line: line.saturating_sub(1),
-        column,
-    });
+    finish(exception(&message, line.saturating_sub(1), column));
 }
 
 /// Finds "line N, col M" in a Boa syntax error message.
@@ -416,12 +408,9 @@ pub extern "C" fn cm_init() {
 /// Entry point: evaluate the program and drain its jobs.
 #[no_mangle]
 pub extern "C" fn cm_run() -> u32 {
-    let Some(boot) = frames::decode_boot(&host::read_boot()) else {
-        finish(Outcome::Exception {
-            message: "malformed boot frame",
-            line: 0,
-            column: 0,
-        });
+    let boot_bytes = host::read_boot();
+    let Some(boot) = codemode_wire::decode_boot(&boot_bytes) else {
+        finish(exception("malformed boot frame", 0, 0));
         return STATUS_DONE;
     };
     let prepared = PREPARED.with_borrow_mut(Option::take).map(Ok);
@@ -429,11 +418,7 @@ pub extern "C" fn cm_run() -> u32 {
         Ok(pair) => pair,
         Err(error) => {
             let message = format!("sandbox failed to start: {error}");
-            finish(Outcome::Exception {
-                message: &message,
-                line: 0,
-                column: 0,
-            });
+            finish(exception(&message, 0, 0));
             return STATUS_DONE;
         }
     };
@@ -454,7 +439,7 @@ pub extern "C" fn cm_deliver(len: u32) -> u32 {
         return STATUS_DONE;
     };
     let (context, hooks) = (&mut state.0, &state.1);
-    let outcome = match frames::decode_delivery(&bytes) {
+    let outcome = match codemode_wire::decode_delivery(&bytes) {
         Some(Delivery::Resolved { id, json }) => {
             let value = json_in::parse(json, context)
                 .ok_or(js_string!("binding resolution must be lossless JSON"));

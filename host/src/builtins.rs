@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cap_std::ambient_authority;
-use cap_std::fs::Dir;
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use codemode_runtime::json;
 use codemode_runtime::tools::schema::dsl::{array, number, object, string, Annotate, Parameters};
 use codemode_runtime::tools::{
@@ -26,6 +26,9 @@ use serde_json::{json, Value};
 
 /// Largest file `read_file` returns.
 pub const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Most entries `list_dir` returns: a listing is held whole before the program sees it.
+pub const MAX_LIST_ENTRIES: usize = 100_000;
 /// Longest `sleep`.
 pub const MAX_SLEEP_MS: u64 = 24 * 60 * 60 * 1000;
 
@@ -155,20 +158,29 @@ fn read_file(root: Arc<PathBuf>) -> ToolDefinition {
         .build()
 }
 
-/// Reads one regular file through a single handle, never more than the cap.
+/// Reads one regular file through a single handle, never more than the cap. The handle is
+/// opened without blocking (a FIFO with no writer would block `open` forever, out of reach of
+/// any abort) and checked on the handle itself, so a path swapped between a check and the open
+/// cannot slip a FIFO or a device (which never ends) past it.
 fn read_text(root: &Path, path: &str) -> Result<Value, ToolError> {
     let fail = |e: std::io::Error| ToolError::new(format!("{path}: {e}"));
     let dir = open_root(root)?;
     let rel = relative(path)?;
-    // Only regular files: a FIFO would block the open, a device would never end.
-    let kind = dir.metadata(&rel).map_err(fail)?;
+    let mut options = OpenOptions::new();
+    options.read(true);
+    options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    let file = dir.open_with(&rel, &options).map_err(fail)?;
+    let kind = file.metadata().map_err(fail)?;
     if kind.is_dir() {
-        return Err(ToolError::new(format!("{path}: is a directory")));
+        return Err(ToolError::new(format!(
+            "{path}: is a directory; use list_dir to see its entries"
+        )));
     }
     if !kind.is_file() {
-        return Err(ToolError::new(format!("{path}: not a regular file")));
+        return Err(ToolError::new(format!(
+            "{path}: not a regular file (a FIFO, socket or device); read_file reads regular files only"
+        )));
     }
-    let file = dir.open(&rel).map_err(fail)?;
     let mut bytes = Vec::new();
     file.take(MAX_READ_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -211,6 +223,11 @@ fn list(root: &Path, path: &str) -> Result<Value, ToolError> {
     let mut entries = Vec::new();
     for entry in sub.entries().map_err(fail)? {
         let entry = entry.map_err(fail)?;
+        if entries.len() == MAX_LIST_ENTRIES {
+            return Err(ToolError::new(format!(
+                "{path}: more than {MAX_LIST_ENTRIES} entries; list a subdirectory instead"
+            )));
+        }
         let name = entry.file_name().to_string_lossy().into_owned();
         let kind = match entry.file_type() {
             Ok(t) if t.is_dir() => "dir",

@@ -683,9 +683,9 @@ pub(crate) async fn execute(
         Ok(permit) => permit,
         Err(failure) => return failure_before_start(failure, budgets),
     };
-    let boot_namespaces: Vec<wire::BootNamespace<'_>> = bindings
+    let namespaces: Vec<wire::Namespace<'_>> = bindings
         .iter()
-        .map(|ns| wire::BootNamespace {
+        .map(|ns| wire::Namespace {
             global: &ns.global,
             names: ns.functions.keys().map(String::as_str).collect(),
             error_class: ns
@@ -694,8 +694,11 @@ pub(crate) async fn execute(
                 .map(|c| (c.name.as_str(), c.member_name_property.as_str())),
         })
         .collect();
-    let boot = wire::encode_boot(program, &boot_namespaces);
-    drop(boot_namespaces);
+    let boot = wire::Boot {
+        program,
+        namespaces,
+    }
+    .encode();
     let state = RunState::new(budgets, boot, bindings, control, started);
     let mut store = Store::new(pre.module().engine(), state);
     store.limiter(|s| &mut s.limiter);

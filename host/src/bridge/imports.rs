@@ -14,7 +14,7 @@ use codemode_runtime::json;
 use codemode_runtime::ledger::LogAdmission;
 use wasmtime::{Caller, Linker, Memory};
 
-use super::wire::{self, DoneFrame, DoneKind, CALL_ACCEPTED, CALL_IGNORED};
+use super::wire::{self, Done, DoneKind, CALL_ACCEPTED, CALL_IGNORED, TIMER_ARMED, TIMER_REFUSED};
 use crate::run::{Outcome, RunState, Stop};
 
 /// Largest `call` frame copied out of the guest (arguments have no ledger cap, but a host must
@@ -234,7 +234,7 @@ fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> was
 fn on_timer_start(mut caller: Caller<'_, RunState>, id: u32, delay_ms: f64) -> u32 {
     let state = caller.data_mut();
     if state.outcome.is_some() || state.timer_count() >= MAX_TIMERS {
-        return CALL_IGNORED;
+        return TIMER_REFUSED;
     }
     let delay = if delay_ms.is_finite() && delay_ms > 0.0 {
         Duration::from_secs_f64(delay_ms.min(crate::config::MAX_WALL_MS as f64) / 1000.0)
@@ -242,7 +242,7 @@ fn on_timer_start(mut caller: Caller<'_, RunState>, id: u32, delay_ms: f64) -> u
         Duration::ZERO
     };
     state.arm_timer(id, Instant::now() + delay);
-    CALL_ACCEPTED
+    TIMER_ARMED
 }
 
 fn on_timer_cancel(mut caller: Caller<'_, RunState>, id: u32) {
@@ -317,10 +317,10 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Re
         ))
     };
     let outcome = match frame {
-        DoneFrame::Undefined => Outcome::Value(None),
+        Done::Undefined => Outcome::Value(None),
         // The value is held until the run returns: building it may take no more host memory
         // than the sandbox itself was allowed.
-        DoneFrame::Value(text) => match json::parse_within(text, memory_cap) {
+        Done::Value(text) => match json::parse_within(text, memory_cap) {
             Ok((value, _)) if state.ledger.value_fits(&value) => Outcome::Value(Some(value)),
             Ok((value, _)) => {
                 json::drop_deep(value);
@@ -339,7 +339,7 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Re
             ),
             Err(_) => invalid(),
         },
-        DoneFrame::Failure {
+        Done::Failure {
             kind,
             line,
             column,
