@@ -176,6 +176,7 @@ impl CodeMode {
                     logs: run.result.logs.clone(),
                     error: run.result.error.clone(),
                     calls: Vec::new(),
+                    hint: run.result.hint.clone(),
                 },
                 sub_calls: run.sub_calls.to_vec(),
             });

@@ -78,7 +78,7 @@ async fn a_failed_run_is_code_run_failed_with_kind_message_and_captured_output()
     assert_eq!(info.name, "CodeRunFailedError");
     assert_eq!(
         result.text(),
-        "Error: code run failed (exception): Error: boom\nCaptured output:\ncaptured before failure"
+        "Error: code run failed (exception): Error: boom\n    1 | console.log('captured before failure'); throw new Error('boom');\n      |                                               ^\nCaptured output:\ncaptured before failure"
     );
     let report = cm.report();
     let failure = report.result.error.expect("structured failure");
@@ -487,7 +487,7 @@ async fn an_image_removed_by_a_nested_block_is_not_deferred_and_contexts_survive
     assert!(result.is_error());
     assert_eq!(
         result.text(),
-        "Error: code run failed (exception): Error: late\nCaptured output:\nno screenshots"
+        "Error: code run failed (exception): Error: late\n    1 | await tools.noted({}); try { await tools.shot({}); } catch (e) { console.log(e.message); } throw new Error('late');\n      |                                                                                                  ^\nCaptured output:\nno screenshots"
     );
     assert_eq!(result.additional_contexts.len(), 1);
     assert_eq!(

@@ -8,6 +8,7 @@ mod bridge;
 pub mod builtins;
 pub mod config;
 mod engine;
+mod explain;
 pub mod mcp;
 mod run;
 mod runtime;

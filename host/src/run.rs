@@ -604,6 +604,7 @@ fn finalize(
             logs,
             error: None,
             calls,
+            hint: None,
         },
         Outcome::Value(_) => {
             let mut message = overflow_message(max);
@@ -613,6 +614,7 @@ fn finalize(
                 logs,
                 error: Some(RunFailure::new(FailureKind::OutputLimit, message)),
                 calls,
+                hint: None,
             }
         }
         Outcome::Failure(mut failure) => {
@@ -625,6 +627,7 @@ fn finalize(
                 logs,
                 error: Some(failure),
                 calls,
+                hint: None,
             }
         }
     }

@@ -15,6 +15,7 @@ use wasmtime::{InstancePre, Module};
 use crate::bridge::imports;
 use crate::config::{BudgetError, Budgets};
 use crate::engine::{self, EngineError, Interruption};
+use crate::explain;
 use crate::run::{self, RunMetrics, RunState};
 use crate::strip::strip_types_async;
 
@@ -200,7 +201,13 @@ impl WasmCodeRuntime {
                 ))
             }
         };
-        Ok(run::execute(
+        // Names only, kept for explaining a failure: a few strings per run.
+        let vocabulary: explain::Vocabulary = request
+            .bindings
+            .iter()
+            .map(|ns| (ns.global.clone(), ns.functions.keys().cloned().collect()))
+            .collect();
+        let mut result = run::execute(
             inner.interruption,
             &inner.pre,
             &inner.slots,
@@ -210,7 +217,15 @@ impl WasmCodeRuntime {
             control,
             metrics,
         )
-        .await)
+        .await;
+        explain::explain(
+            &request.program,
+            vocabulary,
+            &mut result,
+            budgets.max_output_bytes,
+        )
+        .await;
+        Ok(result)
     }
 }
 

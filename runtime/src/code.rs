@@ -89,6 +89,11 @@ pub struct RunResult {
     /// tell from it whether a retry would repeat side effects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calls: Vec<CallRecord>,
+    /// A one-line hint for the model about a likely mistake the run itself did not fail on (a
+    /// program that ends with a bare expression and returns nothing). Not output: outside the
+    /// ledger, and the run is the same with or without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// How one binding call ended, seen from the run.

@@ -3,21 +3,22 @@
 use codemode_host::strip::strip_types;
 
 /// Stripping either refuses with a position inside the program or returns text of the same
-/// length with every line break where it was, so that every line:col the guest reports is one
-/// the model wrote.
+/// length in characters (a type is replaced by one space per character, so multi-byte
+/// characters change the byte length) with every line break where it was, so that every
+/// line:col the guest reports is one the model wrote.
 pub fn strip(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     match strip_types(&text) {
         Ok(js) => {
             assert_eq!(
-                js.len(),
-                text.len(),
+                js.chars().count(),
+                text.chars().count(),
                 "stripping moved positions:\n{text}\n---\n{js}"
             );
-            for (i, (a, b)) in text.bytes().zip(js.bytes()).enumerate() {
+            for (i, (a, b)) in text.chars().zip(js.chars()).enumerate() {
                 assert!(
-                    (a == b'\n') == (b == b'\n'),
-                    "line break moved at byte {i}:\n{text}\n---\n{js}"
+                    (a == '\n') == (b == '\n'),
+                    "line break moved at character {i}:\n{text}\n---\n{js}"
                 );
             }
         }

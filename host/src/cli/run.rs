@@ -46,6 +46,10 @@ fn write_json_document(result: &RunResult, calls: &[SubCallRecord], out: &mut St
         out.push_str(",\"result\":");
         json::write(value, out);
     }
+    if let Some(hint) = &result.hint {
+        out.push_str(",\"hint\":");
+        json::write_string(hint, out);
+    }
     out.push_str(",\"calls\":");
     json::write(&calls_json(calls), out);
     out.push('}');
@@ -139,6 +143,9 @@ fn print_human(result: &RunResult, program: &str) {
         let _ = writeln!(out, "{}", printable(&pretty(value)));
     }
     let _ = out.flush();
+    if let Some(hint) = &result.hint {
+        eprintln!("{}", printable(hint));
+    }
     if let Some(error) = &result.error {
         let color = std::io::stderr().is_terminal();
         let (red, bold, reset) = if color {
@@ -189,6 +196,7 @@ fn copy_result(result: &RunResult) -> RunResult {
         logs: result.logs.clone(),
         error: result.error.clone(),
         calls: Vec::new(),
+        hint: result.hint.clone(),
     }
 }
 

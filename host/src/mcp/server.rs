@@ -112,7 +112,11 @@ impl Served {
             flavor.parameters(),
             Some(json!({
                 "type": "object",
-                "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}},
+                "properties": {
+                    "logs": {"type": "array", "items": {"type": "string"}},
+                    "result": {},
+                    "hint": {"type": "string"},
+                },
                 "required": ["logs"],
             })),
         ));

@@ -117,6 +117,46 @@ fn on_own_thread(program: String, done: impl FnOnce(Result<String, StripError>) 
     }
 }
 
+/// Whether swc may walk `program` on an async worker's own stack (see [`INLINE_BYTES`]).
+fn fits_inline(program: &str) -> bool {
+    program.len() <= INLINE_BYTES && scan::scan(program).nesting <= INLINE_NESTING
+}
+
+/// Runs `work` (a parse or a walk of `program` with swc) where its recursion has room: inline
+/// for short programs, else on a thread of its own with the deep-parse stack, at most
+/// [`DEEP_PARSES`] at a time, while the caller's task waits without blocking its worker.
+/// `None` when no thread could be started.
+pub(crate) async fn with_parser_stack<T: Send + 'static>(
+    program: &str,
+    work: impl FnOnce(&str) -> T + Send + 'static,
+) -> Option<T> {
+    on_parser_stack(program, fits_inline(program), work).await
+}
+
+async fn on_parser_stack<T: Send + 'static>(
+    program: &str,
+    inline: bool,
+    work: impl FnOnce(&str) -> T + Send + 'static,
+) -> Option<T> {
+    if inline {
+        return Some(work(program));
+    }
+    let _slot = DEEP_PARSE_SLOTS.acquire().await.ok()?;
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let program = program.to_owned();
+    let spawned = std::thread::Builder::new()
+        .name("codemode-parse".into())
+        .stack_size(DEEP_PARSE_STACK)
+        .spawn(move || {
+            let _ = sender.send(work(&program));
+        });
+    if let Err(e) = spawned {
+        tracing::error!("codemode: cannot start the TypeScript parser: {e}");
+        return None;
+    }
+    receiver.await.ok()
+}
+
 fn parser_failed() -> StripError {
     refusal("the TypeScript parser could not run for this program".into())
 }
@@ -143,19 +183,10 @@ static DEEP_PARSE_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_
 /// without blocking its worker. Dropping the future stops the wait; a parse already started
 /// finishes on its thread (its cost is bounded by the limits above).
 pub async fn strip_types_async(program: &str) -> Result<String, StripError> {
-    match plan(program)? {
-        Plan::Inline => strip_inline(program),
-        Plan::OwnThread => {
-            let Ok(_slot) = DEEP_PARSE_SLOTS.acquire().await else {
-                return Err(parser_failed());
-            };
-            let (sender, receiver) = tokio::sync::oneshot::channel();
-            on_own_thread(program.to_owned(), move |result| {
-                let _ = sender.send(result);
-            });
-            receiver.await.unwrap_or_else(|_| Err(parser_failed()))
-        }
-    }
+    let inline = matches!(plan(program)?, Plan::Inline);
+    on_parser_stack(program, inline, strip_inline)
+        .await
+        .unwrap_or_else(|| Err(parser_failed()))
 }
 
 fn strip_inline(program: &str) -> Result<String, StripError> {

@@ -28,7 +28,7 @@ use std::time::Duration;
 use crate::code::{CallOutcome, CodeRuntime, RunResult};
 use crate::tools::{EventSink, RegistrationGuard, Registry};
 
-pub use render::{output_text, pretty_json, render_value, NO_OUTPUT};
+pub use render::{excerpt, output_text, pretty_json, render_value, NO_OUTPUT};
 pub use scheduler::DEFERRED_IMAGE_PLUGIN;
 pub use tool::{Flavor, DESCRIPTION_PARAMETER, PYTHON_FLAVOR, TYPESCRIPT_FLAVOR};
 

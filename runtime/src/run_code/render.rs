@@ -31,6 +31,24 @@ pub fn output_text(logs: &[String], result: Option<&Value>) -> String {
     }
 }
 
+/// The program's line `line` (1-based) under a gutter, with a caret under column `column`
+/// (1-based, in characters; 0 for none): where a failure happened, as the model reads it.
+/// `None` when the program has no such line.
+pub fn excerpt(program: &str, line: u32, column: u32) -> Option<String> {
+    let text = program.lines().nth(line.checked_sub(1)? as usize)?;
+    let gutter = format!("{line:>5} | ");
+    let mut out = format!("{gutter}{text}");
+    if column > 0 {
+        let pad: String = text
+            .chars()
+            .take(column as usize - 1)
+            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .collect();
+        out.push_str(&format!("\n{:>5} | {pad}^", ""));
+    }
+    Some(out)
+}
+
 /// A returned value as the model reads it: strings raw, everything else pretty JSON.
 pub fn render_value(value: &Value) -> String {
     match value {
@@ -170,5 +188,20 @@ mod tests {
         assert_eq!(output_text(&[], Some(&json!({"n": 1}))), "{\n  \"n\": 1\n}");
         assert_eq!(output_text(&[], None), NO_OUTPUT);
         assert_eq!(output_text(&[], Some(&json!(""))), NO_OUTPUT);
+    }
+
+    #[test]
+    fn excerpts_point_at_the_column() {
+        let program = "const a = 1;\n\tfoo.bar();\n";
+        assert_eq!(
+            excerpt(program, 2, 6).as_deref(),
+            Some("    2 | \tfoo.bar();\n      | \t    ^")
+        );
+        assert_eq!(
+            excerpt(program, 1, 0).as_deref(),
+            Some("    1 | const a = 1;")
+        );
+        assert_eq!(excerpt(program, 9, 1), None);
+        assert_eq!(excerpt(program, 0, 1), None);
     }
 }

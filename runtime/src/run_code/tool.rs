@@ -84,6 +84,7 @@ fn output_schema() -> Value {
         "properties": {
             "logs": {"type": "array", "items": {"type": "string"}},
             "result": {},
+            "hint": {"type": "string"},
         },
         "required": ["logs"],
         "additionalProperties": false,
@@ -119,10 +120,12 @@ pub(super) fn definition(
                         .collect()
                 })
                 .unwrap_or_default();
-            Ok(vec![ContentBlock::text(render::output_text(
-                &logs,
-                value.get("result"),
-            ))])
+            let mut text = render::output_text(&logs, value.get("result"));
+            if let Some(hint) = value.get("hint").and_then(Value::as_str) {
+                text.push('\n');
+                text.push_str(hint);
+            }
+            Ok(vec![ContentBlock::text(text)])
         }))
         .execute(move |args, ctx| execute(shared.clone(), args, ctx))
         .present_call(|args| {
@@ -223,7 +226,7 @@ async fn execute(
             sub_calls: &sub_calls,
         });
     }
-    program_output(result)
+    program_output(result, code)
 }
 
 /// The binding the program calls as `tools[name]`: queue the call, resolve when it commits.
@@ -237,12 +240,23 @@ fn binding(scheduler: Arc<Scheduler>, name: &str) -> BindingFn {
     )
 }
 
-/// `{logs, result?}`, or the `CODE_RUN_FAILED` error with the captured output.
-fn program_output(result: RunResult) -> Result<Value, ToolError> {
+/// `{logs, result?, hint?}`, or the `CODE_RUN_FAILED` error with the failing line under a caret
+/// and the captured output.
+fn program_output(result: RunResult, code: &str) -> Result<Value, ToolError> {
     let RunResult {
-        value, logs, error, ..
+        value,
+        logs,
+        error,
+        hint,
+        ..
     } = result;
     if let Some(failure) = error {
+        let place = match (failure.line, failure.column) {
+            (Some(line), column) => render::excerpt(code, line, column.unwrap_or(0))
+                .map(|excerpt| format!("\n{excerpt}"))
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
         let captured = if logs.is_empty() {
             String::new()
         } else {
@@ -252,7 +266,7 @@ fn program_output(result: RunResult) -> Result<Value, ToolError> {
             "CodeRunFailedError",
             codes::CODE_RUN_FAILED,
             format!(
-                "code run failed ({}): {}{captured}",
+                "code run failed ({}): {}{place}{captured}",
                 failure.kind, failure.message
             ),
         ));
@@ -264,6 +278,9 @@ fn program_output(result: RunResult) -> Result<Value, ToolError> {
     );
     if let Some(value) = value {
         output.insert("result".to_owned(), value);
+    }
+    if let Some(hint) = hint {
+        output.insert("hint".to_owned(), Value::String(hint));
     }
     Ok(Value::Object(output))
 }

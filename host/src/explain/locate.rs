@@ -1,0 +1,372 @@
+//! The program parsed again, and the node at a position the guest reported.
+
+use swc_common::{BytePos, Span, Spanned};
+use swc_ecma_ast::{
+    AssignTarget, Callee, ClassDecl, ClassExpr, Expr, FnDecl, FnExpr, MemberExpr, MemberProp,
+    OptCall, Prop, SimpleAssignTarget, Stmt,
+};
+use swc_ecma_parser::{Parser, StringInput, Syntax, TsSyntax};
+use swc_ecma_visit::{Visit, VisitWith};
+
+/// The wrapper the program is parsed in, as the stripper and the guest wrap it: a function
+/// body, so that top-level `return` and `await` parse.
+const PREFIX: &str = "async function __codemode_program__() {\n";
+const SUFFIX: &str = "\n}";
+/// Spans start at 1: swc treats position 0 as "no position".
+const BASE: u32 = 1;
+
+/// What a failing position points at.
+pub(super) enum Site {
+    /// A call's `(`: the callee's text; for `ns.name(…)`, the two names; for any
+    /// `object.property(…)`, the object's text and the property (reading the method is part of
+    /// the call).
+    Call {
+        callee: String,
+        member: Option<(String, String)>,
+        method: Option<(String, String)>,
+    },
+    /// A `new`.
+    New { callee: String },
+    /// A property read: the object's text and the property (`'c'` or `[expr]`).
+    Read { object: String, property: String },
+    /// An assignment to a property.
+    Write { object: String, property: String },
+}
+
+pub(super) struct Located {
+    /// The wrapped text the spans index (after [`BASE`]).
+    wrapped: String,
+    body: Vec<Stmt>,
+}
+
+impl Located {
+    pub(super) fn parse(program: &str) -> Option<Self> {
+        let wrapped = format!("{PREFIX}{program}{SUFFIX}");
+        let end = BytePos(BASE + u32::try_from(wrapped.len()).ok()?);
+        let input = StringInput::new(&wrapped, BytePos(BASE), end);
+        let syntax = Syntax::Typescript(TsSyntax::default());
+        let mut parser = Parser::new(syntax, input, None);
+        let script = parser.parse_script().ok()?;
+        let body = script.body.into_iter().find_map(|stmt| match stmt {
+            Stmt::Decl(swc_ecma_ast::Decl::Fn(f)) => f.function.body.map(|b| b.stmts),
+            _ => None,
+        })?;
+        Some(Self { wrapped, body })
+    }
+
+    /// The byte offset in the wrapped text of a 1-based line and column of the program
+    /// (columns count characters).
+    pub(super) fn offset_of(&self, line: u32, column: u32) -> Option<usize> {
+        if line == 0 || column == 0 {
+            return None;
+        }
+        let program = &self.wrapped[PREFIX.len()..self.wrapped.len() - SUFFIX.len()];
+        let start = program
+            .split_inclusive('\n')
+            .take(line as usize - 1)
+            .map(str::len)
+            .sum::<usize>();
+        let text = program.get(start..)?;
+        let within = text
+            .char_indices()
+            .nth(column as usize - 1)
+            .map(|(i, _)| i)?;
+        Some(PREFIX.len() + start + within)
+    }
+
+    /// The 1-based line and column of a span's start in the program.
+    fn position(&self, span: Span) -> (u32, u32) {
+        let offset = (span.lo.0 - BASE) as usize;
+        let program_offset = offset.saturating_sub(PREFIX.len());
+        let program = &self.wrapped[PREFIX.len()..];
+        let before = program.get(..program_offset).unwrap_or("");
+        let line = before.matches('\n').count() as u32 + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let column = before[line_start..].chars().count() as u32 + 1;
+        (line, column)
+    }
+
+    fn text(&self, span: Span) -> String {
+        let lo = (span.lo.0.saturating_sub(BASE)) as usize;
+        let hi = (span.hi.0.saturating_sub(BASE)) as usize;
+        self.wrapped.get(lo..hi).unwrap_or("").to_owned()
+    }
+
+    /// What the failing position `offset` (in the wrapped text) points at.
+    pub(super) fn site_at(&self, offset: usize) -> Option<Site> {
+        let at = BytePos(BASE + u32::try_from(offset).ok()?);
+        let mut finder = SiteFinder {
+            located: self,
+            at,
+            found: None,
+        };
+        for stmt in &self.body {
+            stmt.visit_with(&mut finder);
+        }
+        finder.found.map(|(_, site)| site)
+    }
+
+    /// Where the program first refers to `name` when nothing in it declares that name: the
+    /// place of a `ReferenceError` the engine reported without one.
+    pub(super) fn free_reference(&self, name: &str) -> Option<(u32, u32)> {
+        let mut refs = References {
+            name,
+            declared: false,
+            first: None,
+        };
+        for stmt in &self.body {
+            stmt.visit_with(&mut refs);
+        }
+        if refs.declared {
+            return None;
+        }
+        refs.first.map(|span| self.position(span))
+    }
+
+    /// The line and text of the program's last statement when it is an expression whose value
+    /// a `return` was probably meant for: not an assignment, an update, `delete`/`void`, or a
+    /// `console` call.
+    pub(super) fn bare_last_expression(&self) -> Option<(u32, String)> {
+        let Stmt::Expr(last) = self.body.last()? else {
+            return None;
+        };
+        let mut expr = &*last.expr;
+        loop {
+            match expr {
+                Expr::Paren(p) => expr = &p.expr,
+                Expr::Await(a) => {
+                    if is_console_call(&a.arg) {
+                        return None;
+                    }
+                    break;
+                }
+                _ => break,
+            }
+        }
+        let dropped = matches!(
+            expr,
+            Expr::Assign(_) | Expr::Update(_) | Expr::Unary(_) | Expr::Lit(_)
+        ) || is_console_call(expr);
+        if dropped {
+            return None;
+        }
+        let (line, _) = self.position(last.span);
+        Some((line, self.text(last.expr.span())))
+    }
+}
+
+fn is_console_call(expr: &Expr) -> bool {
+    let Expr::Call(call) = expr else {
+        return false;
+    };
+    let Callee::Expr(callee) = &call.callee else {
+        return false;
+    };
+    let Expr::Member(m) = &**callee else {
+        return false;
+    };
+    matches!(&*m.obj, Expr::Ident(i) if &*i.sym == "console")
+}
+
+/// Finds the innermost node the failing position belongs to. Boa places a failed call at its
+/// `(`, a failed `new` at `new`, a failed read at the property, a failed assignment at the
+/// assignment's start.
+struct SiteFinder<'a> {
+    located: &'a Located,
+    at: BytePos,
+    /// The candidate and the width of its node (narrower wins).
+    found: Option<(u32, Site)>,
+}
+
+impl SiteFinder<'_> {
+    fn offer(&mut self, span: Span, site: Site) {
+        let width = span.hi.0 - span.lo.0;
+        if self.found.as_ref().is_none_or(|(w, _)| width < *w) {
+            self.found = Some((width, site));
+        }
+    }
+
+    /// A call whose `(` is at the position: the first `(` after the callee (and its type
+    /// arguments).
+    fn call(&mut self, span: Span, callee: &Expr, after: BytePos) {
+        let from = (after.0 - BASE) as usize;
+        let Some(rest) = self.located.wrapped.get(from..) else {
+            return;
+        };
+        let Some(paren) = rest.find('(') else {
+            return;
+        };
+        if BytePos(after.0 + paren as u32) != self.at {
+            return;
+        }
+        let member = match callee {
+            Expr::Member(MemberExpr {
+                obj,
+                prop: MemberProp::Ident(prop),
+                ..
+            }) => match &**obj {
+                Expr::Ident(ns) => Some((ns.sym.to_string(), prop.sym.to_string())),
+                _ => None,
+            },
+            Expr::Member(MemberExpr {
+                obj,
+                prop: MemberProp::Computed(computed),
+                ..
+            }) => match (&**obj, &*computed.expr) {
+                (Expr::Ident(ns), Expr::Lit(swc_ecma_ast::Lit::Str(s))) => {
+                    Some((ns.sym.to_string(), s.value.to_string_lossy().into_owned()))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let method = match callee {
+            Expr::Member(m) => self
+                .member_parts(m)
+                .map(|(_, object, property)| (object, property)),
+            _ => None,
+        };
+        let callee_text = self.located.text(callee.span());
+        self.offer(
+            span,
+            Site::Call {
+                callee: callee_text,
+                member,
+                method,
+            },
+        );
+    }
+
+    fn member_parts(&self, member: &MemberExpr) -> Option<(Span, String, String)> {
+        let (at, property) = match &member.prop {
+            MemberProp::Ident(id) => (id.span, format!("'{}'", id.sym)),
+            MemberProp::Computed(c) => (
+                c.expr.span(),
+                format!("[{}]", self.located.text(c.expr.span())),
+            ),
+            MemberProp::PrivateName(p) => (p.span, self.located.text(p.span)),
+        };
+        Some((at, self.located.text(member.obj.span()), property))
+    }
+}
+
+impl Visit for SiteFinder<'_> {
+    fn visit_call_expr(&mut self, node: &swc_ecma_ast::CallExpr) {
+        if let Callee::Expr(callee) = &node.callee {
+            let after = node
+                .type_args
+                .as_ref()
+                .map_or(callee.span().hi, |t| t.span.hi);
+            if node.span.lo <= self.at && self.at < node.span.hi {
+                self.call(node.span, callee, after);
+            }
+        }
+        node.visit_children_with(self);
+    }
+
+    fn visit_opt_call(&mut self, node: &OptCall) {
+        if node.span.lo <= self.at && self.at < node.span.hi {
+            let after = node
+                .type_args
+                .as_ref()
+                .map_or(node.callee.span().hi, |t| t.span.hi);
+            self.call(node.span, &node.callee, after);
+        }
+        node.visit_children_with(self);
+    }
+
+    fn visit_new_expr(&mut self, node: &swc_ecma_ast::NewExpr) {
+        if node.span.lo == self.at {
+            let callee = self.located.text(node.callee.span());
+            self.offer(node.span, Site::New { callee });
+        }
+        node.visit_children_with(self);
+    }
+
+    fn visit_member_expr(&mut self, node: &MemberExpr) {
+        if let Some((at, object, property)) = self.member_parts(node) {
+            if at.lo == self.at {
+                self.offer(node.span, Site::Read { object, property });
+            }
+        }
+        node.visit_children_with(self);
+    }
+
+    fn visit_assign_expr(&mut self, node: &swc_ecma_ast::AssignExpr) {
+        if node.span.lo == self.at {
+            if let AssignTarget::Simple(SimpleAssignTarget::Member(member)) = &node.left {
+                if let Some((_, object, property)) = self.member_parts(member) {
+                    // Wider than any read inside it, so a failing read still wins.
+                    self.offer(node.span, Site::Write { object, property });
+                }
+            }
+        }
+        node.visit_children_with(self);
+    }
+}
+
+/// References to one name, and whether anything declares it.
+struct References<'a> {
+    name: &'a str,
+    declared: bool,
+    first: Option<Span>,
+}
+
+impl References<'_> {
+    fn reference(&mut self, span: Span, sym: &str) {
+        if sym == self.name && self.first.is_none_or(|f| span.lo < f.lo) {
+            self.first = Some(span);
+        }
+    }
+
+    fn declare(&mut self, sym: &str) {
+        if sym == self.name {
+            self.declared = true;
+        }
+    }
+}
+
+impl Visit for References<'_> {
+    fn visit_expr(&mut self, node: &Expr) {
+        if let Expr::Ident(id) = node {
+            self.reference(id.span, &id.sym);
+        }
+        node.visit_children_with(self);
+    }
+
+    fn visit_prop(&mut self, node: &Prop) {
+        if let Prop::Shorthand(id) = node {
+            self.reference(id.span, &id.sym);
+        }
+        node.visit_children_with(self);
+    }
+
+    fn visit_binding_ident(&mut self, node: &swc_ecma_ast::BindingIdent) {
+        self.declare(&node.id.sym);
+        node.visit_children_with(self);
+    }
+
+    fn visit_fn_decl(&mut self, node: &FnDecl) {
+        self.declare(&node.ident.sym);
+        node.visit_children_with(self);
+    }
+
+    fn visit_class_decl(&mut self, node: &ClassDecl) {
+        self.declare(&node.ident.sym);
+        node.visit_children_with(self);
+    }
+
+    fn visit_fn_expr(&mut self, node: &FnExpr) {
+        if let Some(id) = &node.ident {
+            self.declare(&id.sym);
+        }
+        node.visit_children_with(self);
+    }
+
+    fn visit_class_expr(&mut self, node: &ClassExpr) {
+        if let Some(id) = &node.ident {
+            self.declare(&id.sym);
+        }
+        node.visit_children_with(self);
+    }
+}

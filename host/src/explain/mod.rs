@@ -1,0 +1,235 @@
+//! Failures a model can fix in one retry: Boa's generic error texts made to name what V8's
+//! name (the callee, the property read or set, an unknown tool and its nearest names), from
+//! the program text and the position the guest reported, and a hint for a program that ends
+//! with a bare expression and returns nothing.
+//!
+//! Everything here runs after a run has settled and only when it failed (or returned
+//! `undefined`), so it costs the success path nothing. The program is parsed again with swc
+//! (the stripper keeps positions, so the TypeScript the model wrote is what is parsed) and the
+//! node at the reported position decides the message; nothing is guessed from the message
+//! alone, and a failure that cannot be placed keeps Boa's words.
+
+mod locate;
+mod nearest;
+
+use codemode_runtime::code::{FailureKind, RunResult};
+use codemode_runtime::ledger;
+
+use locate::{Located, Site};
+
+/// The members of each binding namespace a program was given (`tools` → its tool names).
+pub(crate) type Vocabulary = Vec<(String, Vec<String>)>;
+
+/// Longest expression quoted in a message; longer ones are cut with `…`.
+const MAX_QUOTED_CHARS: usize = 60;
+/// Most nearest names offered for an unknown member.
+const MAX_SUGGESTIONS: usize = 3;
+/// Up to this many members, an unknown-member message lists them all.
+const MAX_LISTED: usize = 30;
+
+/// Rewrites `result`'s failure (or adds the missing-`return` hint) when the program text says
+/// more than the engine did. Output stays within `max_output_bytes`: a longer message that
+/// would not fit is not used.
+pub(crate) async fn explain(
+    program: &str,
+    vocabulary: Vocabulary,
+    result: &mut RunResult,
+    max_output_bytes: u64,
+) {
+    let wanted = match &result.error {
+        Some(error) if error.kind == FailureKind::Exception => Wanted::Failure(Pending {
+            message: error.message.clone(),
+            line: error.line.unwrap_or(0),
+            column: error.column.unwrap_or(0),
+        }),
+        None if result.value.is_none() => Wanted::Hint,
+        _ => return,
+    };
+    if let Wanted::Failure(pending) = &wanted {
+        if !worth_parsing(&pending.message) {
+            return;
+        }
+    }
+    let Some(outcome) =
+        crate::strip::with_parser_stack(program, move |program| work(program, &vocabulary, wanted))
+            .await
+    else {
+        return;
+    };
+    match outcome {
+        Outcome::Failure(Some(better)) => {
+            if let Some(error) = &mut result.error {
+                let fits = logs_cost(&result.logs) + ledger::string_cost(&better.message)
+                    <= max_output_bytes;
+                if fits {
+                    error.message = better.message;
+                }
+                if error.line.is_none() && better.line > 0 {
+                    error.line = Some(better.line);
+                    error.column = Some(better.column);
+                }
+            }
+        }
+        Outcome::Hint(Some(hint)) => result.hint = Some(hint),
+        _ => {}
+    }
+}
+
+fn logs_cost(logs: &[String]) -> u64 {
+    2 + logs.iter().map(|l| ledger::string_cost(l)).sum::<u64>()
+        + logs.len().saturating_sub(1) as u64
+}
+
+/// Engine messages this module can say better; anything else is left as it is.
+const NOT_CALLABLE: &str = "TypeError: not a callable function";
+const NOT_CONSTRUCTOR: &str = "TypeError: not a constructor";
+const NULLISH_TO_OBJECT: &str = "TypeError: cannot convert 'null' or 'undefined' to object";
+const NOT_DEFINED_SUFFIX: &str = " is not defined";
+
+fn worth_parsing(message: &str) -> bool {
+    message == NOT_CALLABLE
+        || message == NOT_CONSTRUCTOR
+        || message == NULLISH_TO_OBJECT
+        || (message.starts_with("ReferenceError: ") && message.ends_with(NOT_DEFINED_SUFFIX))
+}
+
+struct Pending {
+    message: String,
+    line: u32,
+    column: u32,
+}
+
+enum Wanted {
+    Failure(Pending),
+    Hint,
+}
+
+enum Outcome {
+    Failure(Option<Better>),
+    Hint(Option<String>),
+}
+
+struct Better {
+    message: String,
+    line: u32,
+    column: u32,
+}
+
+fn work(program: &str, vocabulary: &Vocabulary, wanted: Wanted) -> Outcome {
+    let Some(located) = Located::parse(program) else {
+        return match wanted {
+            Wanted::Failure(_) => Outcome::Failure(None),
+            Wanted::Hint => Outcome::Hint(None),
+        };
+    };
+    match wanted {
+        Wanted::Failure(pending) => Outcome::Failure(better(&located, vocabulary, &pending)),
+        Wanted::Hint => Outcome::Hint(located.bare_last_expression().map(|(line, text)| {
+            format!(
+                "hint: the program returned nothing; its last statement (line {line}) is an expression whose value is dropped: write `return {}` to return it",
+                quoted(&text)
+            )
+        })),
+    }
+}
+
+fn better(located: &Located, vocabulary: &Vocabulary, pending: &Pending) -> Option<Better> {
+    let message = pending.message.as_str();
+    if let Some(name) = message
+        .strip_prefix("ReferenceError: ")
+        .and_then(|m| m.strip_suffix(NOT_DEFINED_SUFFIX))
+    {
+        // The message names the identifier; only its place is missing.
+        if pending.line > 0 {
+            return None;
+        }
+        let (line, column) = located.free_reference(name)?;
+        return Some(Better {
+            message: message.to_owned(),
+            line,
+            column,
+        });
+    }
+    let offset = located.offset_of(pending.line, pending.column)?;
+    let site = located.site_at(offset)?;
+    let text = match (message, &site) {
+        (NOT_CALLABLE, Site::Call { callee, member, .. }) => {
+            let mut text = format!("TypeError: {} is not a function", quoted(callee));
+            if let Some((global, name)) = member {
+                if let Some(unknown) = unknown_member(vocabulary, global, name) {
+                    text.push_str(&unknown);
+                }
+            }
+            text
+        }
+        (NOT_CONSTRUCTOR, Site::New { callee }) => {
+            format!("TypeError: {} is not a constructor", quoted(callee))
+        }
+        (NULLISH_TO_OBJECT, Site::Read { object, property })
+        | (
+            NULLISH_TO_OBJECT,
+            Site::Call {
+                method: Some((object, property)),
+                ..
+            },
+        ) => format!(
+            "TypeError: Cannot read properties of undefined or null (reading {property}): {} is undefined or null",
+            quoted(object)
+        ),
+        (NULLISH_TO_OBJECT, Site::Write { object, property }) => format!(
+            "TypeError: Cannot set properties of undefined or null (setting {property}): {} is undefined or null",
+            quoted(object)
+        ),
+        _ => return None,
+    };
+    Some(Better {
+        message: text,
+        line: pending.line,
+        column: pending.column,
+    })
+}
+
+/// `; unknown tool "serach"; did you mean "search"?` when `global` is a namespace the program
+/// was given and `name` is not one of its members.
+fn unknown_member(vocabulary: &Vocabulary, global: &str, name: &str) -> Option<String> {
+    let (_, names) = vocabulary.iter().find(|(g, _)| g == global)?;
+    if names.iter().any(|n| n == name) {
+        return None;
+    }
+    let what = if global == "tools" {
+        "tool".to_owned()
+    } else {
+        format!("member of {global}")
+    };
+    let mut text = format!(": unknown {what} {}", quote_name(name));
+    let near = nearest::nearest(name, names, MAX_SUGGESTIONS);
+    if !near.is_empty() {
+        let list: Vec<String> = near.iter().map(|n| quote_name(n)).collect();
+        text.push_str(&format!("; did you mean {}?", list.join(" or ")));
+    }
+    if names.len() <= MAX_LISTED {
+        text.push_str(&format!(" Known: {}.", names.join(", ")));
+    } else {
+        text.push_str(&format!(
+            " {} are known; the SDK in the prompt lists them.",
+            names.len()
+        ));
+    }
+    Some(text)
+}
+
+fn quote_name(name: &str) -> String {
+    serde_json::to_string(name).unwrap_or_else(|_| format!("\"{name}\""))
+}
+
+/// An expression as the message shows it: whitespace runs collapsed, cut to
+/// [`MAX_QUOTED_CHARS`].
+fn quoted(text: &str) -> String {
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if collapsed.chars().count() <= MAX_QUOTED_CHARS {
+        collapsed
+    } else {
+        let cut: String = collapsed.chars().take(MAX_QUOTED_CHARS - 1).collect();
+        format!("{cut}…")
+    }
+}

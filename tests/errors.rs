@@ -1,0 +1,275 @@
+//! Errors a model can act on: every program in `fixtures/errors/` (mistakes models make) runs in
+//! Node and in codemode on the same text, and codemode's message must name every identifier
+//! and property Node's names, with a line. Programs whose first line is `// gap: <why>` are the
+//! known misses; they must still miss (so that a fix is noticed and the header removed).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use codemode_e2e::*;
+use codemode_host::strip::strip_types;
+use codemode_runtime::code::{binding, BindingFn};
+use serde_json::Value;
+
+fn corpus() -> Vec<(String, String)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/errors");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("fixtures/errors")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ts"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).expect("readable"))
+        })
+        .collect()
+}
+
+/// The same tools `errors/run-node.mjs` gives Node.
+fn error_tools() -> Vec<(&'static str, BindingFn)> {
+    let fixed = |value: Value| {
+        binding(move |_, _| {
+            let value = value.clone();
+            async move { Ok(value) }
+        })
+    };
+    vec![
+        (
+            "search",
+            fixed(
+                json!({"results": [{"title": "a", "score": 1}, {"title": "b", "score": 2}], "total": 2}),
+            ),
+        ),
+        (
+            "get_user",
+            binding(|args, _| async move {
+                let id = args
+                    .get(0)
+                    .and_then(|a| a.get("id"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                Ok(json!({"id": id, "name": "Ada"}))
+            }),
+        ),
+        (
+            "list_users",
+            fixed(json!([{"name": "a", "profile": {"active": true}}, {"name": "b"}])),
+        ),
+        ("read_file", fixed(json!("{bad json"))),
+        ("fail_always", failing("failed on purpose")),
+    ]
+}
+
+fn node_messages(programs: &[(String, String)]) -> Vec<Option<String>> {
+    let input: Vec<Value> = programs
+        .iter()
+        .map(|(name, ts)| {
+            let js = strip_types(ts).unwrap_or_else(|e| panic!("{name}: {}", e.message));
+            json!({"name": name, "js": js})
+        })
+        .collect();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("errors/run-node.mjs");
+    let mut child = Command::new("node")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("node must be on PATH (.ci/run installs it with the test toolchain)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(Value::Array(input).to_string().as_bytes())
+        .expect("write programs");
+    let out = child.wait_with_output().expect("node runs");
+    assert!(out.status.success(), "node failed");
+    let results: Vec<Value> = serde_json::from_slice(&out.stdout).expect("node's JSON");
+    results
+        .into_iter()
+        .map(|r| r["message"].as_str().map(str::to_owned))
+        .collect()
+}
+
+const NOT_NAMES: &[&str] = &["in", "intermediate", "value", "object", "Object"];
+
+fn identifier(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+}
+
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+        .filter(|w| !w.is_empty())
+}
+
+/// The identifiers and properties a V8 message names: single-quoted identifiers (`'c'`), and
+/// the subject of `X is not defined / a function / iterable / a constructor`.
+fn names_in(node: &str) -> Vec<String> {
+    let body = node.split_once(": ").map_or(node, |(_, m)| m);
+    let mut names = Vec::new();
+    let mut quoted = body.split('\'');
+    quoted.next();
+    while let (Some(inside), _) = (quoted.next(), quoted.next()) {
+        if identifier(inside) {
+            names.push(inside.to_owned());
+        }
+    }
+    for verb in [
+        " is not defined",
+        " is not a function",
+        " is not iterable",
+        " is not a constructor",
+    ] {
+        if let Some((subject, _)) = body.split_once(verb) {
+            names.extend(words(subject).filter(|w| identifier(w)).map(str::to_owned));
+        }
+    }
+    names.retain(|n| !NOT_NAMES.contains(&n.as_str()));
+    names.dedup();
+    names
+}
+
+fn names_all(message: &str, names: &[String]) -> bool {
+    names.iter().all(|n| words(message).any(|w| w == n))
+}
+
+#[tokio::test]
+async fn codemode_names_what_node_names_with_a_line() {
+    let programs = corpus();
+    assert!(
+        programs.len() >= 40,
+        "the corpus has {} programs",
+        programs.len()
+    );
+    let node = node_messages(&programs);
+    let rt = runtime();
+    let mut matched = 0;
+    let mut surprises = Vec::new();
+    for ((name, ts), node) in programs.iter().zip(node) {
+        let node = node.unwrap_or_else(|| panic!("{name}: Node ran it without an error"));
+        let r = run_on(&rt, ts, vec![tools(error_tools())], None).await;
+        let error = r
+            .error
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name}: codemode ran it without an error: {r:?}"));
+        let names = names_in(&node);
+        let ok = names_all(&error.message, &names) && error.line.is_some_and(|l| l > 0);
+        let gap = ts.starts_with("// gap:");
+        eprintln!(
+            "{} {name}\n    node:     {node}\n    codemode: {} (line {:?})",
+            if ok { "match" } else { "MISS " },
+            error.message,
+            error.line
+        );
+        if ok {
+            matched += 1;
+        }
+        if ok == gap {
+            surprises.push(if ok {
+                format!("{name} now matches: remove its `// gap:` line")
+            } else {
+                format!("{name} misses: Node names {names:?} in {node:?}; codemode said {:?} at line {:?}", error.message, error.line)
+            });
+        }
+    }
+    eprintln!("{matched} of {} match", programs.len());
+    assert!(surprises.is_empty(), "{}", surprises.join("\n"));
+}
+
+#[test]
+fn names_are_read_from_v8_messages() {
+    assert_eq!(
+        names_in("TypeError: Cannot read properties of undefined (reading 'c')"),
+        vec!["c"]
+    );
+    assert_eq!(
+        names_in("TypeError: tools.serach is not a function"),
+        vec!["tools", "serach"]
+    );
+    assert_eq!(
+        names_in("ReferenceError: totl is not defined"),
+        vec!["totl"]
+    );
+    assert_eq!(
+        names_in("TypeError: Cannot use 'in' operator to search for 'a' in undefined"),
+        vec!["a"]
+    );
+    assert!(names_in("TypeError: Assignment to constant variable.").is_empty());
+    assert!(names_all("x is y (reading 'c')", &["c".into()]));
+    assert!(!names_all("cannot convert", &["c".into()]));
+}
+
+#[tokio::test]
+async fn run_code_shows_the_failing_line_under_a_caret_and_the_tool_vocabulary() {
+    let mut cm = harness::CodeMode::new();
+    cm.add(harness::tool("search", |_, _| async { Ok(json!([])) }));
+    cm.add(harness::tool("searchDocs", |_, _| async { Ok(json!([])) }));
+    let result = cm
+        .run("const q = 'rust';\nconst hits = await tools.serach({ q });\nreturn hits;")
+        .await;
+    assert_eq!(result.error_code(), Some("CODE_RUN_FAILED"));
+    assert_eq!(
+        result.text(),
+        "Error: code run failed (exception): TypeError: tools.serach is not a function: unknown tool \"serach\"; did you mean \"search\"? Known: search, searchDocs.\n    2 | const hits = await tools.serach({ q });\n      |                                ^"
+    );
+}
+
+#[tokio::test]
+async fn a_program_that_drops_its_last_expression_gets_a_hint_and_the_same_run() {
+    let mut cm = harness::CodeMode::new();
+    cm.add(harness::tool("search", |_, _| async {
+        Ok(json!([1, 2, 3]))
+    }));
+    let dropped = cm
+        .run("const rows = await tools.search({});\nrows.filter((r: number) => r > 1)")
+        .await;
+    assert!(!dropped.is_error());
+    let hint = "hint: the program returned nothing; its last statement (line 2) is an expression whose value is dropped: write `return rows.filter((r: number) => r > 1)` to return it";
+    assert_eq!(dropped.value(), Some(&json!({"logs": [], "hint": hint})));
+    assert_eq!(
+        dropped.text(),
+        format!("{}\n{hint}", codemode_runtime::run_code::NO_OUTPUT)
+    );
+    // Statements kept for their effect get no hint, nor does a program that returns.
+    for quiet in [
+        "console.log('done')",
+        "const x = 1;\nlet y = 0;\ny = x + 1",
+        "await tools.search({});\nreturn;",
+        "return (await tools.search({})).length",
+    ] {
+        let r = cm.run(quiet).await;
+        assert!(
+            r.value().is_some_and(|v| v.get("hint").is_none()),
+            "{quiet}: {:?}",
+            r.value()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_better_message_that_would_not_fit_the_output_cap_is_not_used() {
+    let rt = runtime_with(codemode_host::Budgets {
+        max_output_bytes: 80,
+        ..codemode_host::Budgets::default()
+    });
+    let r = run_on(
+        &rt,
+        "const r: any = {};\nreturn r.some_long_property_name.another_long_property_name;",
+        vec![tools(vec![])],
+        None,
+    )
+    .await;
+    let message = failure(&r, codemode_runtime::code::FailureKind::Exception);
+    assert_eq!(
+        message,
+        "TypeError: cannot convert 'null' or 'undefined' to object"
+    );
+}
