@@ -285,7 +285,7 @@ fn codemode_mcp_serves_run_code_to_the_official_client_over_stdio() {
     assert_eq!(answers[2]["isError"], true);
     assert_eq!(
         answers[2]["text"],
-        "Error: code run failed (exception): Error: boom\nCaptured output:\nbefore"
+        "Error: code run failed (exception): Error: boom\n    1 | console.log('before'); throw new Error('boom');\n      |                              ^\nCaptured output:\nbefore"
     );
     assert_eq!(answers[3]["isError"], true);
     assert!(answers[3]["text"]
