@@ -1,14 +1,14 @@
 // Writes BENCHMARKS.md at the repository root from the JSON objects `codemode bench --json` and
 // the peers print. A file whose object has no `peer` key is codemode's.
 //
-// Usage: node bench/report.mjs [--out PATH] <json files...>
+// Usage: node tests/bench/report.mjs [--out PATH] <json files...>
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 const SYSTEMS = [
   { id: 'codemode', title: 'codemode' },
@@ -26,7 +26,7 @@ const ROWS = [
   { key: 'runs_per_sec', label: 'trivial runs per second', unit: '/s', target: 4000, lower: false },
   { key: 'rss_per_instance_mib', label: 'RSS per live instance, 100 alive', unit: 'MiB', target: 2, lower: true },
   { key: 'kill_latency_ms', label: 'kill latency past a 100 ms wall budget', unit: 'ms', target: 5, lower: true },
-  { key: 'compute_ms', label: 'compute workload (`bench/workloads/compute.js`)', unit: 'ms' },
+  { key: 'compute_ms', label: 'compute workload (`tests/bench/workloads/compute.js`)', unit: 'ms' },
   { key: 'fuel_per_ms', label: 'fuel per ms of compute', unit: '' },
 ];
 
@@ -43,7 +43,7 @@ function parseArgs(argv) {
 }
 
 function usage() {
-  console.error('usage: node bench/report.mjs [--out PATH] <json files...>');
+  console.error('usage: node tests/bench/report.mjs [--out PATH] <json files...>');
   process.exit(2);
 }
 
@@ -134,7 +134,7 @@ function render(results) {
   const lines = [];
   lines.push('# Benchmarks', '');
   lines.push(
-    `Produced by \`bench/run-all.sh\` on ${new Date().toISOString()} at revision ${gitRevision()}. ` +
+    `Produced by \`tests/bench/run-all.sh\` on ${new Date().toISOString()} at revision ${gitRevision()}. ` +
       'Every number was measured on the machine below in that one invocation; nothing is estimated ' +
       'or carried over. Re-run the script to refresh this file.',
     '',
@@ -227,7 +227,7 @@ function render(results) {
   lines.push(
     '',
     'Every system runs the same program text, wrapped as the body of an async function. ' +
-      'The peers are `bench/node-worker-peer.mjs`, `bench/quickjs-wasm-peer.mjs` and `bench/native-boa`.',
+      'The peers are `tests/bench/node-worker-peer.mjs`, `tests/bench/quickjs-wasm-peer.mjs` and `tests/bench/native-boa`.',
     '',
   );
   return lines.join('\n');

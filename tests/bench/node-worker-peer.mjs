@@ -2,7 +2,7 @@
 // would use. Host functions are postMessage round trips to the parent, which answers them.
 // Prints one JSON object (see peer-common.mjs for the keys).
 //
-// Usage: node bench/node-worker-peer.mjs [--runs N]    (default 100: a worker costs milliseconds)
+// Usage: node tests/bench/node-worker-peer.mjs [--runs N]    (default 100: a worker costs milliseconds)
 import { Worker } from 'node:worker_threads';
 import { performance } from 'node:perf_hooks';
 import { LIVE_INSTANCES, measure, parseRuns, printReport, wrap } from './peer-common.mjs';

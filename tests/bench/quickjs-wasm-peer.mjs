@@ -8,7 +8,7 @@
 // other, and its transformed code is slower. codemode's tools are promise-returning too, so this
 // is the like-for-like mapping.
 //
-// Usage: node bench/quickjs-wasm-peer.mjs [--runs N]
+// Usage: node tests/bench/quickjs-wasm-peer.mjs [--runs N]
 import { performance } from 'node:perf_hooks';
 import { newQuickJSWASMModule } from 'quickjs-emscripten';
 import {

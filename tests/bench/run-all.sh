@@ -2,12 +2,12 @@
 # The one command behind BENCHMARKS.md: builds codemode and the peers, measures each on this
 # machine, and writes the report at the repository root.
 #
-# Usage: bench/run-all.sh
+# Usage: tests/bench/run-all.sh
 #   CARGO_TARGET_DIR          where cargo builds (default: ./target); the JSON goes to its bench/
-#   NATIVE_BOA_TARGET_DIR     target dir of bench/native-boa (default: $CARGO_TARGET_DIR/bench-native-boa)
+#   NATIVE_BOA_TARGET_DIR     target dir of tests/bench/native-boa (default: $CARGO_TARGET_DIR/bench-native-boa)
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
 native_target="${NATIVE_BOA_TARGET_DIR:-$target/bench-native-boa}"
@@ -23,11 +23,11 @@ nice -n 19 cargo build --release --locked -p codemode-host
 codemode="$target/release/codemode"
 
 step "build native Boa peer"
-nice -n 19 cargo build --release --locked --manifest-path bench/native-boa/Cargo.toml \
+nice -n 19 cargo build --release --locked --manifest-path tests/bench/native-boa/Cargo.toml \
   --target-dir "$native_target"
 
 step "install Node peers' dependencies"
-(cd bench && npm ci --no-audit --no-fund)
+(cd tests/bench && npm ci --no-audit --no-fund)
 
 step "measure codemode"
 # Older builds lack the interruption study; their report simply leaves that section out.
@@ -39,14 +39,14 @@ else
 fi
 
 step "measure Node worker_threads peer"
-node bench/node-worker-peer.mjs >"$out/node-worker.json"
+node tests/bench/node-worker-peer.mjs >"$out/node-worker.json"
 
 step "measure quickjs-emscripten peer"
-node bench/quickjs-wasm-peer.mjs >"$out/quickjs-wasm.json"
+node tests/bench/quickjs-wasm-peer.mjs >"$out/quickjs-wasm.json"
 
 step "measure native Boa peer"
 "$native_target/release/codemode-bench-native-boa" >"$out/native-boa.json"
 
 step "write BENCHMARKS.md"
-node bench/report.mjs "$out/codemode.json" "$out/node-worker.json" "$out/quickjs-wasm.json" \
+node tests/bench/report.mjs "$out/codemode.json" "$out/node-worker.json" "$out/quickjs-wasm.json" \
   "$out/native-boa.json"
