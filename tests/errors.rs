@@ -273,3 +273,22 @@ async fn a_better_message_that_would_not_fit_the_output_cap_is_not_used() {
         "TypeError: cannot convert 'null' or 'undefined' to object"
     );
 }
+
+/// Boa reports some failures at an enclosing node's position (a method read inside a call's
+/// arguments, a native function's own throw, an optional chain): those must keep Boa's words
+/// rather than blame the enclosing node.
+#[tokio::test]
+async fn a_failure_reported_at_an_enclosing_node_is_not_blamed_on_it() {
+    let rt = runtime();
+    for (program, wrong) in [
+        ("const res: any = {};\nreturn Object.keys(res.meta);", "'keys'"),
+        ("const res: any = {};\nreturn JSON.stringify(res.items.map((x: any) => x));", "'stringify'"),
+        ("const out: any = {}; const data: any = {};\nout.items = data.items.map((x: any) => x);", "'items'"),
+        ("const res: any = {};\nreturn res.items.map((x: any) => x).length;", "'length'"),
+        ("const x: any = { y: {} };\nconsole.log(x?.y.z());", "console.log"),
+    ] {
+        let r = run_on(&rt, program, vec![tools(vec![])], None).await;
+        let message = failure(&r, codemode_runtime::code::FailureKind::Exception);
+        assert!(!message.contains(wrong), "{program}: {message}");
+    }
+}

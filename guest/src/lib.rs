@@ -73,7 +73,7 @@ fn claim_done() -> bool {
     BOOK.with_borrow_mut(|book| !std::mem::replace(&mut book.done, true))
 }
 
-/// A failure of kind exception (`line` 0-based, 0 with `column` 0 when unknown).
+/// A failure of kind exception (`line` and `column` 1-based in the program, 0 when unknown).
 fn exception(message: &str, line: u32, column: u32) -> Done<'_> {
     Done::Failure {
         kind: DoneKind::Exception,

@@ -28,8 +28,14 @@ const MARK_AT: u32 = 0x10100;
 /// Ids the books track; calls use ids below it, floods above it.
 const TRACKED_IDS: u32 = 1024;
 
-const DUPLICATE_MARKER: &str = "FUZZ-DUPLICATE-REPLY";
-const UNEXPECTED_MARKER: &str = "FUZZ-UNEXPECTED-REPLY";
+/// The markers carry a control byte: the host writes every control character in JSON escaped, so
+/// no reply (an echoed argument, say) can put one in guest memory, and the raw bytes are
+/// cleaned of it.
+const DUPLICATE_MARKER: &str = "FUZZ\u{1}DUPLICATE-REPLY";
+const UNEXPECTED_MARKER: &str = "FUZZ\u{1}UNEXPECTED-REPLY";
+/// The end of the books (bitmaps and the marker's scratch): no operation may write below it
+/// and above [`ACCEPTED`].
+const BOOKS_END: u32 = MARK_AT + 64;
 
 /// Frames worth reaching quickly: well-formed calls of every kind the host sorts, and
 /// malformed ones the fuzzer would take long to find.
@@ -152,6 +158,25 @@ fn range(u: &mut Unstructured<'_>, prepared: &[(u32, u32)], raw_len: u32) -> Res
     })
 }
 
+/// `r` moved clear of the books, for an operation that writes guest memory: a write there would
+/// forge the books' own record of what the host did.
+fn writable(r: Range) -> Range {
+    let end = r.ptr.saturating_add(r.len);
+    if end <= ACCEPTED || r.ptr >= BOOKS_END {
+        r
+    } else if r.ptr < ACCEPTED {
+        Range {
+            ptr: r.ptr,
+            len: ACCEPTED - r.ptr,
+        }
+    } else {
+        Range {
+            ptr: BOOKS_END,
+            len: r.len,
+        }
+    }
+}
+
 fn op(u: &mut Unstructured<'_>, prepared: &[(u32, u32)], raw_len: u32) -> Result<Op> {
     let r = |u: &mut Unstructured<'_>| range(u, prepared, raw_len);
     Ok(match u.int_in_range(0..=19u8)? {
@@ -171,9 +196,9 @@ fn op(u: &mut Unstructured<'_>, prepared: &[(u32, u32)], raw_len: u32) -> Result
             delay: *u.choose(&[0.0, 1.0, 5.0, -1.0, f64::NAN, f64::INFINITY, 1e300])?,
         },
         9 => Op::TimerCancel(u.arbitrary()?),
-        10 => Op::ReplyRead(r(u)?),
+        10 => Op::ReplyRead(writable(r(u)?)),
         11 => Op::BootLen,
-        12 => Op::BootRead(r(u)?),
+        12 => Op::BootRead(writable(r(u)?)),
         13 => Op::OutputLimit,
         14 => Op::FdWrite {
             fd: u.int_in_range(0..=3)?,
@@ -299,10 +324,8 @@ pub fn guest_wat(data: &[u8]) -> Result<String> {
     let raw_len = u.int_in_range(0..=RAW_LEN.min(u.len()))?;
     let mut raw = u.bytes(raw_len)?.to_vec();
     // Only the books may log a marker.
-    for window in 0..raw.len().saturating_sub(4) {
-        if &raw[window..window + 5] == b"FUZZ-" {
-            raw[window] = b'f';
-        }
+    for b in raw.iter_mut().filter(|b| **b == 1) {
+        *b = 2;
     }
     let frames = prepared_frames();
     let mut prepared = Vec::new();

@@ -2,8 +2,8 @@
 
 use swc_common::{BytePos, Span, Spanned};
 use swc_ecma_ast::{
-    AssignTarget, Callee, ClassDecl, ClassExpr, Expr, FnDecl, FnExpr, MemberExpr, MemberProp,
-    OptCall, Prop, SimpleAssignTarget, Stmt,
+    AssignTarget, Callee, ClassDecl, ClassExpr, Expr, ExprOrSpread, FnDecl, FnExpr, MemberExpr,
+    MemberProp, OptCall, Prop, SimpleAssignTarget, Stmt,
 };
 use swc_ecma_parser::{Parser, StringInput, Syntax, TsSyntax};
 use swc_ecma_visit::{Visit, VisitWith};
@@ -17,13 +17,10 @@ const BASE: u32 = 1;
 
 /// What a failing position points at.
 pub(super) enum Site {
-    /// A call's `(`: the callee's text; for `ns.name(…)`, the two names; for any
-    /// `object.property(…)`, the object's text and the property (reading the method is part of
-    /// the call).
+    /// A call's `(`: the callee's text and, for `ns.name(…)`, the two names.
     Call {
         callee: String,
         member: Option<(String, String)>,
-        method: Option<(String, String)>,
     },
     /// A `new`.
     New { callee: String },
@@ -54,20 +51,19 @@ impl Located {
         Some(Self { wrapped, body })
     }
 
+    fn program(&self) -> &str {
+        &self.wrapped[PREFIX.len()..self.wrapped.len() - SUFFIX.len()]
+    }
+
     /// The byte offset in the wrapped text of a 1-based line and column of the program
-    /// (columns count characters).
+    /// (columns count characters; lines end as Boa's do, see [`line_starts`]).
     pub(super) fn offset_of(&self, line: u32, column: u32) -> Option<usize> {
         if line == 0 || column == 0 {
             return None;
         }
-        let program = &self.wrapped[PREFIX.len()..self.wrapped.len() - SUFFIX.len()];
-        let start = program
-            .split_inclusive('\n')
-            .take(line as usize - 1)
-            .map(str::len)
-            .sum::<usize>();
-        let text = program.get(start..)?;
-        let within = text
+        let program = self.program();
+        let start = *line_starts(program).get(line as usize - 1)?;
+        let within = program[start..]
             .char_indices()
             .nth(column as usize - 1)
             .map(|(i, _)| i)?;
@@ -76,14 +72,15 @@ impl Located {
 
     /// The 1-based line and column of a span's start in the program.
     fn position(&self, span: Span) -> (u32, u32) {
-        let offset = (span.lo.0 - BASE) as usize;
-        let program_offset = offset.saturating_sub(PREFIX.len());
-        let program = &self.wrapped[PREFIX.len()..];
-        let before = program.get(..program_offset).unwrap_or("");
-        let line = before.matches('\n').count() as u32 + 1;
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        let column = before[line_start..].chars().count() as u32 + 1;
-        (line, column)
+        let program = self.program();
+        let offset = ((span.lo.0 - BASE) as usize)
+            .saturating_sub(PREFIX.len())
+            .min(program.len());
+        let starts = line_starts(program);
+        let line = starts.partition_point(|&s| s <= offset).max(1);
+        let start = starts[line - 1];
+        let column = program.get(start..offset).map_or(0, |t| t.chars().count());
+        (line as u32, column as u32 + 1)
     }
 
     fn text(&self, span: Span) -> String {
@@ -124,8 +121,8 @@ impl Located {
     }
 
     /// The line and text of the program's last statement when it is an expression whose value
-    /// a `return` was probably meant for: not an assignment, an update, `delete`/`void`, or a
-    /// `console` call.
+    /// a `return` was probably meant for: not an assignment, an update, a unary operation
+    /// (`delete`, `void`, `!x`, …), a literal, or a `console` call.
     pub(super) fn bare_last_expression(&self) -> Option<(u32, String)> {
         let Stmt::Expr(last) = self.body.last()? else {
             return None;
@@ -155,6 +152,29 @@ impl Located {
     }
 }
 
+/// Byte offsets where the program's lines start, ending lines where Boa's lexer does: at `\n`,
+/// `\r` (`\r\n` counts once), U+2028 and U+2029, inside strings and comments too.
+fn line_starts(program: &str) -> Vec<usize> {
+    let mut starts = vec![0];
+    let mut chars = program.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let end = match c {
+            '\r' => match chars.peek() {
+                Some(&(_, '\n')) => {
+                    chars.next();
+                    i + 2
+                }
+                _ => i + 1,
+            },
+            '\n' => i + 1,
+            '\u{2028}' | '\u{2029}' => i + 3,
+            _ => continue,
+        };
+        starts.push(end);
+    }
+    starts
+}
+
 fn is_console_call(expr: &Expr) -> bool {
     let Expr::Call(call) = expr else {
         return false;
@@ -166,6 +186,54 @@ fn is_console_call(expr: &Expr) -> bool {
         return false;
     };
     matches!(&*m.obj, Expr::Ident(i) if &*i.sym == "console")
+}
+
+/// Whether every operation in `expr` that can throw on `undefined` or `null` carries its own
+/// position in Boa's bytecode, so that a failure inside it could not be reported at an
+/// enclosing node's position. Boa 0.22 leaves unplaced the method read of a call, the links of
+/// an optional chain, tagged templates, iteration (spread) and what a native function throws
+/// (reported at its call); any call inside `expr` may be one of those. Function bodies are
+/// separate code blocks with positions of their own, so they do not count.
+fn placed(expr: &Expr) -> bool {
+    let mut finder = Unplaced(false);
+    expr.visit_with(&mut finder);
+    !finder.0
+}
+
+fn computed_key_placed(prop: &MemberProp) -> bool {
+    match prop {
+        MemberProp::Computed(c) => placed(&c.expr),
+        _ => true,
+    }
+}
+
+struct Unplaced(bool);
+
+impl Visit for Unplaced {
+    fn visit_call_expr(&mut self, _: &swc_ecma_ast::CallExpr) {
+        self.0 = true;
+    }
+    fn visit_new_expr(&mut self, _: &swc_ecma_ast::NewExpr) {
+        self.0 = true;
+    }
+    fn visit_opt_chain_expr(&mut self, _: &swc_ecma_ast::OptChainExpr) {
+        self.0 = true;
+    }
+    fn visit_tagged_tpl(&mut self, _: &swc_ecma_ast::TaggedTpl) {
+        self.0 = true;
+    }
+    fn visit_spread_element(&mut self, _: &swc_ecma_ast::SpreadElement) {
+        self.0 = true;
+    }
+    fn visit_expr_or_spread(&mut self, node: &ExprOrSpread) {
+        if node.spread.is_some() {
+            self.0 = true;
+        }
+        node.visit_children_with(self);
+    }
+    fn visit_function(&mut self, _: &swc_ecma_ast::Function) {}
+    fn visit_arrow_expr(&mut self, _: &swc_ecma_ast::ArrowExpr) {}
+    fn visit_class(&mut self, _: &swc_ecma_ast::Class) {}
 }
 
 /// Finds the innermost node the failing position belongs to. Boa places a failed call at its
@@ -188,7 +256,12 @@ impl SiteFinder<'_> {
 
     /// A call whose `(` is at the position: the first `(` after the callee (and its type
     /// arguments).
-    fn call(&mut self, span: Span, callee: &Expr, after: BytePos) {
+    fn call(&mut self, span: Span, callee: &Expr, args: &[ExprOrSpread], after: BytePos) {
+        // The arguments are compiled under the call's position: an operation among them that
+        // Boa leaves unplaced would be reported here too, so such a call is not explained.
+        if !args.iter().all(|a| a.spread.is_none() && placed(&a.expr)) {
+            return;
+        }
         let from = (after.0 - BASE) as usize;
         let Some(rest) = self.located.wrapped.get(from..) else {
             return;
@@ -220,19 +293,12 @@ impl SiteFinder<'_> {
             },
             _ => None,
         };
-        let method = match callee {
-            Expr::Member(m) => self
-                .member_parts(m)
-                .map(|(_, object, property)| (object, property)),
-            _ => None,
-        };
         let callee_text = self.located.text(callee.span());
         self.offer(
             span,
             Site::Call {
                 callee: callee_text,
                 member,
-                method,
             },
         );
     }
@@ -258,7 +324,7 @@ impl Visit for SiteFinder<'_> {
                 .as_ref()
                 .map_or(callee.span().hi, |t| t.span.hi);
             if node.span.lo <= self.at && self.at < node.span.hi {
-                self.call(node.span, callee, after);
+                self.call(node.span, callee, &node.args, after);
             }
         }
         node.visit_children_with(self);
@@ -270,13 +336,18 @@ impl Visit for SiteFinder<'_> {
                 .type_args
                 .as_ref()
                 .map_or(node.callee.span().hi, |t| t.span.hi);
-            self.call(node.span, &node.callee, after);
+            self.call(node.span, &node.callee, &node.args, after);
         }
         node.visit_children_with(self);
     }
 
     fn visit_new_expr(&mut self, node: &swc_ecma_ast::NewExpr) {
-        if node.span.lo == self.at {
+        let args_placed = node
+            .args
+            .iter()
+            .flatten()
+            .all(|a| a.spread.is_none() && placed(&a.expr));
+        if node.span.lo == self.at && args_placed {
             let callee = self.located.text(node.callee.span());
             self.offer(node.span, Site::New { callee });
         }
@@ -285,7 +356,8 @@ impl Visit for SiteFinder<'_> {
 
     fn visit_member_expr(&mut self, node: &MemberExpr) {
         if let Some((at, object, property)) = self.member_parts(node) {
-            if at.lo == self.at {
+            // The object is compiled under the read's position (see `placed`).
+            if at.lo == self.at && placed(&node.obj) && computed_key_placed(&node.prop) {
                 self.offer(node.span, Site::Read { object, property });
             }
         }
@@ -293,9 +365,12 @@ impl Visit for SiteFinder<'_> {
     }
 
     fn visit_assign_expr(&mut self, node: &swc_ecma_ast::AssignExpr) {
-        if node.span.lo == self.at {
+        if node.span.lo == self.at && placed(&node.right) {
             if let AssignTarget::Simple(SimpleAssignTarget::Member(member)) = &node.left {
-                if let Some((_, object, property)) = self.member_parts(member) {
+                let target_placed = placed(&member.obj) && computed_key_placed(&member.prop);
+                if let Some((_, object, property)) =
+                    self.member_parts(member).filter(|_| target_placed)
+                {
                     // Wider than any read inside it, so a failing read still wins.
                     self.offer(node.span, Site::Write { object, property });
                 }

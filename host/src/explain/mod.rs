@@ -153,7 +153,7 @@ fn better(located: &Located, vocabulary: &Vocabulary, pending: &Pending) -> Opti
     let offset = located.offset_of(pending.line, pending.column)?;
     let site = located.site_at(offset)?;
     let text = match (message, &site) {
-        (NOT_CALLABLE, Site::Call { callee, member, .. }) => {
+        (NOT_CALLABLE, Site::Call { callee, member }) => {
             let mut text = format!("TypeError: {} is not a function", quoted(callee));
             if let Some((global, name)) = member {
                 if let Some(unknown) = unknown_member(vocabulary, global, name) {
@@ -165,14 +165,7 @@ fn better(located: &Located, vocabulary: &Vocabulary, pending: &Pending) -> Opti
         (NOT_CONSTRUCTOR, Site::New { callee }) => {
             format!("TypeError: {} is not a constructor", quoted(callee))
         }
-        (NULLISH_TO_OBJECT, Site::Read { object, property })
-        | (
-            NULLISH_TO_OBJECT,
-            Site::Call {
-                method: Some((object, property)),
-                ..
-            },
-        ) => format!(
+        (NULLISH_TO_OBJECT, Site::Read { object, property }) => format!(
             "TypeError: Cannot read properties of undefined or null (reading {property}): {} is undefined or null",
             quoted(object)
         ),

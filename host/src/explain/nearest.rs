@@ -5,23 +5,37 @@
 /// the names' order. A name that contains the wanted one (or the other way round) counts as
 /// close too: `search` for `searchDocs`.
 pub(super) fn nearest<'a>(wanted: &str, names: &'a [String], most: usize) -> Vec<&'a str> {
+    // The table below is quadratic in the names' lengths; no tool name is this long.
+    if wanted.len() > MAX_COMPARED_BYTES {
+        return Vec::new();
+    }
     let wanted_lower = wanted.to_lowercase();
     let mut scored: Vec<(usize, usize, &str)> = names
         .iter()
         .enumerate()
+        .filter(|(_, name)| name.len() <= MAX_COMPARED_BYTES)
         .filter_map(|(i, name)| {
             let lower = name.to_lowercase();
-            let distance = distance(&wanted_lower, &lower);
-            let limit = (wanted.chars().count().max(name.chars().count()) / 3).max(2);
+            let (a, b) = (wanted.chars().count(), name.chars().count());
+            let limit = (a.max(b) / 3).max(2);
             let contains = wanted_lower.len() >= 3
                 && lower.len() >= 3
                 && (lower.contains(&wanted_lower) || wanted_lower.contains(&lower));
+            // The distance is at least the difference in length: skip the table when that
+            // alone rules the name out.
+            if a.abs_diff(b) > limit && !contains {
+                return None;
+            }
+            let distance = distance(&wanted_lower, &lower);
             (distance <= limit || contains).then_some((distance, i, name.as_str()))
         })
         .collect();
     scored.sort();
     scored.into_iter().take(most).map(|(_, _, n)| n).collect()
 }
+
+/// Longest name compared, in bytes.
+const MAX_COMPARED_BYTES: usize = 256;
 
 /// Optimal string alignment distance: insertions, deletions, substitutions and adjacent
 /// transpositions each cost one.
@@ -66,6 +80,7 @@ mod tests {
         assert_eq!(nearest("readFile", &known, 3), vec!["read_file"]);
         assert_eq!(nearest("ehco", &known, 3), vec!["echo"]);
         assert!(nearest("frobnicate", &known, 3).is_empty());
+        assert!(nearest(&"a".repeat(1 << 20), &known, 3).is_empty());
     }
 
     #[test]

@@ -141,13 +141,16 @@ async fn on_parser_stack<T: Send + 'static>(
     if inline {
         return Some(work(program));
     }
-    let _slot = DEEP_PARSE_SLOTS.acquire().await.ok()?;
+    let slot = DEEP_PARSE_SLOTS.acquire().await.ok()?;
     let (sender, receiver) = tokio::sync::oneshot::channel();
     let program = program.to_owned();
+    // The slot goes with the thread: a caller that stops waiting (abort, wall clock) does not
+    // free it while the parse still runs, so at most DEEP_PARSES threads ever exist.
     let spawned = std::thread::Builder::new()
         .name("codemode-parse".into())
         .stack_size(DEEP_PARSE_STACK)
         .spawn(move || {
+            let _slot = slot;
             let _ = sender.send(work(&program));
         });
     if let Err(e) = spawned {
@@ -155,6 +158,38 @@ async fn on_parser_stack<T: Send + 'static>(
         return None;
     }
     receiver.await.ok()
+}
+
+/// swc erases a type with one space per UTF-16 unit, so a character outside the Basic
+/// Multilingual Plane in a type (an emoji in a string literal type) becomes two spaces. Boa
+/// counts columns in characters: each such pair is made one space again, so that every column
+/// after it is still the one the model wrote. Text swc kept is never touched; if the two texts
+/// do not line up as expected, the stripped text is returned as it is.
+fn one_space_per_character(program: &str, stripped: String) -> String {
+    if !program.chars().any(|c| c.len_utf16() == 2) {
+        return stripped;
+    }
+    let out: Vec<char> = stripped.chars().collect();
+    let mut fixed = String::with_capacity(stripped.len());
+    let mut at = 0;
+    for c in program.chars() {
+        let Some(&o) = out.get(at) else {
+            return stripped;
+        };
+        if o == c {
+            at += 1;
+        } else if c.len_utf16() == 2 && o == ' ' && out.get(at + 1) == Some(&' ') {
+            at += 2;
+        } else {
+            at += 1;
+        }
+        fixed.push(if o == c { c } else { o });
+    }
+    if at == out.len() {
+        fixed
+    } else {
+        stripped
+    }
 }
 
 fn parser_failed() -> StripError {
@@ -212,7 +247,7 @@ fn strip_inline(program: &str) -> Result<String, StripError> {
             {
                 code.truncate(code.len() - SUFFIX.len());
                 code.drain(..PREFIX.len());
-                Ok(code)
+                Ok(one_space_per_character(program, code))
             } else {
                 // Stripping keeps positions, so the wrapper always survives intact; if it did not,
                 // refuse rather than run something else.
@@ -265,6 +300,16 @@ fn describe(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wide_character_in_a_type_stays_one_column() {
+        let ts = "let a: \"😀\" | \"x\" = \"😀\"; return a";
+        let js = strip_types(ts).unwrap();
+        assert_eq!(js.chars().count(), ts.chars().count(), "{js}");
+        let column = |text: &str| text[..text.find("return").unwrap()].chars().count();
+        assert_eq!(column(&js), column(ts), "{js}");
+        assert!(js.contains("= \"😀\";"), "kept text is untouched: {js}");
+    }
 
     #[test]
     fn erases_types_and_keeps_positions() {

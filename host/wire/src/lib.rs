@@ -23,8 +23,8 @@
 //! - `reply_read(ptr, len) -> u32`: copy out the [`Delivery`] announced by `cm_deliver(len)`.
 //! - `done(ptr, len)`: the program's [`Done`] frame: `u8 tag`; tag 0 = returned `undefined`
 //!   (nothing follows); 1 = a value, JSON up to the end; 2 = a failure: `u8 kind`
-//!   (0 exception, 1 invalid-output, 2 output-limit), `u32 line` (0-based), `u32 column`
-//!   (0 = unknown), message up to the end.
+//!   (0 exception, 1 invalid-output, 2 output-limit), `u32 line` (1-based in the program, 0 = unknown),
+//!   `u32 column` (1-based, 0 = unknown), message up to the end.
 //! - `output_limit()`: the guest declares it overflowed the output cap (believed).
 //!
 //! Exports, host → guest: `memory`; `cm_run() -> u32` and `cm_deliver(len) -> u32`, each
@@ -271,7 +271,7 @@ pub enum Done<'a> {
     Failure {
         /// What kind of failure.
         kind: DoneKind,
-        /// 0-based line in the program, or 0 when unknown.
+        /// 1-based line in the program, or 0 when unknown.
         line: u32,
         /// 1-based column, or 0 when unknown.
         column: u32,
