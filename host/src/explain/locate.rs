@@ -8,10 +8,8 @@ use swc_ecma_ast::{
 use swc_ecma_parser::{Parser, StringInput, Syntax, TsSyntax};
 use swc_ecma_visit::{Visit, VisitWith};
 
-/// The wrapper the program is parsed in, as the stripper and the guest wrap it: a function
-/// body, so that top-level `return` and `await` parse.
-const PREFIX: &str = "async function __codemode_program__() {\n";
-const SUFFIX: &str = "\n}";
+use crate::strip::{PREFIX, SUFFIX};
+
 /// Spans start at 1: swc treats position 0 as "no position".
 const BASE: u32 = 1;
 

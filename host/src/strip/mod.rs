@@ -16,8 +16,10 @@ use swc_common::sync::Lrc;
 use swc_common::{SourceMap, GLOBALS};
 use swc_ts_fast_strip::{operate, Mode, Options};
 
-const PREFIX: &str = "async function __codemode_program__() {\n";
-const SUFFIX: &str = "\n}";
+/// The function the program is the body of, for every parse of it (the stripper's and
+/// `explain`'s), so that top-level `return` and `await` parse.
+pub(crate) const PREFIX: &str = "async function __codemode_program__() {\n";
+pub(crate) const SUFFIX: &str = "\n}";
 
 /// A program the stripper refused: a syntax error or a construct it cannot erase.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +97,7 @@ fn plan(program: &str) -> Result<Plan, StripError> {
             "program repeats a label (or object key) inside itself more than {MAX_LABEL_PAIRS} times; a duplicate label is a syntax error: rename it, or flatten the object"
         )));
     }
-    if program.len() <= INLINE_BYTES && scanned.nesting <= INLINE_NESTING {
+    if inline_fits(program.len(), scanned.nesting) {
         return Ok(Plan::Inline);
     }
     if scanned.nesting > MAX_NESTING {
@@ -107,19 +109,34 @@ fn plan(program: &str) -> Result<Plan, StripError> {
     Ok(Plan::OwnThread)
 }
 
-fn on_own_thread(program: String, done: impl FnOnce(Result<String, StripError>) + Send + 'static) {
+/// Runs `work` on `program` on a thread of its own with the deep-parse stack, handing the
+/// result to `done`; `slot` (a deep-parse permit, if any) is held until the work ends.
+fn on_own_thread<T: Send + 'static>(
+    program: String,
+    slot: Option<tokio::sync::SemaphorePermit<'static>>,
+    work: impl FnOnce(&str) -> T + Send + 'static,
+    done: impl FnOnce(T) + Send + 'static,
+) -> bool {
     let spawned = std::thread::Builder::new()
-        .name("codemode-strip".into())
+        .name("codemode-parse".into())
         .stack_size(DEEP_PARSE_STACK)
-        .spawn(move || done(strip_inline(&program)));
-    if let Err(e) = spawned {
+        .spawn(move || {
+            let _slot = slot;
+            done(work(&program));
+        });
+    if let Err(e) = &spawned {
         tracing::error!("codemode: cannot start the TypeScript parser: {e}");
     }
+    spawned.is_ok()
 }
 
 /// Whether swc may walk `program` on an async worker's own stack (see [`INLINE_BYTES`]).
 fn fits_inline(program: &str) -> bool {
-    program.len() <= INLINE_BYTES && scan::scan(program).nesting <= INLINE_NESTING
+    inline_fits(program.len(), scan::scan(program).nesting)
+}
+
+fn inline_fits(bytes: usize, nesting: usize) -> bool {
+    bytes <= INLINE_BYTES && nesting <= INLINE_NESTING
 }
 
 /// Runs `work` (a parse or a walk of `program` with swc) where its recursion has room: inline
@@ -143,18 +160,12 @@ async fn on_parser_stack<T: Send + 'static>(
     }
     let slot = DEEP_PARSE_SLOTS.acquire().await.ok()?;
     let (sender, receiver) = tokio::sync::oneshot::channel();
-    let program = program.to_owned();
     // The slot goes with the thread: a caller that stops waiting (abort, wall clock) does not
     // free it while the parse still runs, so at most DEEP_PARSES threads ever exist.
-    let spawned = std::thread::Builder::new()
-        .name("codemode-parse".into())
-        .stack_size(DEEP_PARSE_STACK)
-        .spawn(move || {
-            let _slot = slot;
-            let _ = sender.send(work(&program));
-        });
-    if let Err(e) = spawned {
-        tracing::error!("codemode: cannot start the TypeScript parser: {e}");
+    let started = on_own_thread(program.to_owned(), Some(slot), work, move |result| {
+        let _ = sender.send(result);
+    });
+    if !started {
         return None;
     }
     receiver.await.ok()
@@ -203,7 +214,7 @@ pub fn strip_types(program: &str) -> Result<String, StripError> {
         Plan::Inline => strip_inline(program),
         Plan::OwnThread => {
             let (sender, receiver) = std::sync::mpsc::channel();
-            on_own_thread(program.to_owned(), move |result| {
+            on_own_thread(program.to_owned(), None, strip_inline, move |result| {
                 let _ = sender.send(result);
             });
             receiver.recv().unwrap_or_else(|_| Err(parser_failed()))
