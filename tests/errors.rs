@@ -268,10 +268,7 @@ async fn a_better_message_that_would_not_fit_the_output_cap_is_not_used() {
     )
     .await;
     let message = failure(&r, codemode_runtime::code::FailureKind::Exception);
-    assert_eq!(
-        message,
-        "TypeError: cannot convert 'null' or 'undefined' to object"
-    );
+    assert_eq!(message, "TypeError: cannot convert 'undefined' to object");
 }
 
 /// Boa reports some failures at an enclosing node's position (a method read inside a call's
@@ -290,5 +287,67 @@ async fn a_failure_reported_at_an_enclosing_node_is_not_blamed_on_it() {
         let r = run_on(&rt, program, vec![tools(vec![])], None).await;
         let message = failure(&r, codemode_runtime::code::FailureKind::Exception);
         assert!(!message.contains(wrong), "{program}: {message}");
+    }
+}
+
+/// With `guest/patches/boa_engine/` applied, each operation that can throw is placed at its
+/// own node (not at the call or statement around it), and the message says which value it met.
+#[tokio::test]
+async fn each_failing_operation_is_placed_at_its_own_node() {
+    let rt = runtime();
+    for (program, line, column, expected) in [
+        (
+            "const r: any = {};\nreturn r.items.map((x: any) => x);",
+            2,
+            16,
+            "TypeError: Cannot read properties of undefined (reading 'map'): r.items is undefined",
+        ),
+        (
+            "const a: any = undefined;\nfor (const x of a) {}",
+            2,
+            17,
+            "TypeError: a is not iterable (it is undefined)",
+        ),
+        (
+            "const r: any = {};\nconst { data: { items } } = r;",
+            2,
+            15,
+            "TypeError: Cannot destructure property 'items' of 'r.data' as it is undefined.",
+        ),
+        (
+            "const o: any = null;\nreturn 'k' in o;",
+            2,
+            8,
+            "TypeError: Cannot use 'in' operator to search for 'k' in o: it is null",
+        ),
+        (
+            "const f: any = null;\nreturn f(1);",
+            2,
+            9,
+            "TypeError: f is not a function (it is null)",
+        ),
+        (
+            "const a = b;\nconst b = 1;\nreturn a;",
+            1,
+            11,
+            "ReferenceError: Cannot access 'b' before initialization",
+        ),
+        (
+            "const xs: any = 3;\nreturn [0, ...xs];",
+            2,
+            15,
+            "TypeError: xs is not iterable (it is a number)",
+        ),
+    ] {
+        let r = run_on(&rt, program, vec![tools(vec![])], None).await;
+        let error = r
+            .error
+            .as_ref()
+            .unwrap_or_else(|| panic!("{program}: {r:?}"));
+        assert_eq!(
+            (error.message.as_str(), error.line, error.column),
+            (expected, Some(line), Some(column)),
+            "{program}"
+        );
     }
 }

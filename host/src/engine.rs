@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, Module};
 
-/// The guest module, built by `build.rs`.
+/// The guest module, built by `host/build/main.rs`.
 pub const GUEST_WASM: &[u8] = include_bytes!(env!("CODEMODE_GUEST_WASM"));
 const GUEST_SHA256: &str = env!("CODEMODE_GUEST_SHA256");
 

@@ -3,7 +3,7 @@
 use swc_common::{BytePos, Span, Spanned};
 use swc_ecma_ast::{
     AssignTarget, Callee, ClassDecl, ClassExpr, Expr, ExprOrSpread, FnDecl, FnExpr, MemberExpr,
-    MemberProp, OptCall, Prop, SimpleAssignTarget, Stmt,
+    MemberProp, ObjectPatProp, OptCall, Pat, Prop, PropName, SimpleAssignTarget, Stmt,
 };
 use swc_ecma_parser::{Parser, StringInput, Syntax, TsSyntax};
 use swc_ecma_visit::{Visit, VisitWith};
@@ -26,6 +26,17 @@ pub(super) enum Site {
     Read { object: String, property: String },
     /// An assignment to a property.
     Write { object: String, property: String },
+    /// What a for-of or a spread iterates.
+    Iterate { iterable: String },
+    /// A destructuring pattern: its first property (`'items'`), if it has one, and the text of
+    /// what it destructures, when the program shows it (an initialiser, or the outer
+    /// pattern's source and key).
+    Destructure {
+        key: Option<String>,
+        source: Option<String>,
+    },
+    /// `key in object`: the key as V8 shows it (`'a'` for a string) and the object's text.
+    In { key: String, object: String },
 }
 
 pub(super) struct Located {
@@ -87,18 +98,23 @@ impl Located {
         self.wrapped.get(lo..hi).unwrap_or("").to_owned()
     }
 
-    /// What the failing position `offset` (in the wrapped text) points at.
-    pub(super) fn site_at(&self, offset: usize) -> Option<Site> {
-        let at = BytePos(BASE + u32::try_from(offset).ok()?);
+    /// What the failing position `offset` (in the wrapped text) may point at, innermost first:
+    /// several nodes can start at one position, and the engine's message says which kind failed.
+    pub(super) fn sites_at(&self, offset: usize) -> Vec<Site> {
+        let Ok(offset) = u32::try_from(offset) else {
+            return Vec::new();
+        };
         let mut finder = SiteFinder {
             located: self,
-            at,
-            found: None,
+            at: BytePos(BASE + offset),
+            found: Vec::new(),
         };
         for stmt in &self.body {
             stmt.visit_with(&mut finder);
         }
-        finder.found.map(|(_, site)| site)
+        // Stable: among nodes of one width, the first visited (the outer one) comes first.
+        finder.found.sort_by_key(|(width, _)| *width);
+        finder.found.into_iter().map(|(_, site)| site).collect()
     }
 
     /// Where the program first refers to `name` when nothing in it declares that name: the
@@ -173,6 +189,25 @@ fn line_starts(program: &str) -> Vec<usize> {
     starts
 }
 
+/// `a`, `a.b.c` (through parentheses and type assertions): an expression short and plain
+/// enough to name what a pattern destructures.
+fn path_text(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Ident(id) => Some(id.sym.to_string()),
+        Expr::Member(MemberExpr {
+            obj,
+            prop: MemberProp::Ident(prop),
+            ..
+        }) => Some(format!("{}.{}", path_text(obj)?, prop.sym)),
+        Expr::Paren(p) => path_text(&p.expr),
+        Expr::TsAs(a) => path_text(&a.expr),
+        Expr::TsNonNull(n) => path_text(&n.expr),
+        Expr::TsSatisfies(n) => path_text(&n.expr),
+        Expr::TsTypeAssertion(n) => path_text(&n.expr),
+        _ => None,
+    }
+}
+
 fn is_console_call(expr: &Expr) -> bool {
     let Expr::Call(call) = expr else {
         return false;
@@ -188,10 +223,11 @@ fn is_console_call(expr: &Expr) -> bool {
 
 /// Whether every operation in `expr` that can throw on `undefined` or `null` carries its own
 /// position in Boa's bytecode, so that a failure inside it could not be reported at an
-/// enclosing node's position. Boa 0.22 leaves unplaced the method read of a call, the links of
-/// an optional chain, tagged templates, iteration (spread) and what a native function throws
-/// (reported at its call); any call inside `expr` may be one of those. Function bodies are
-/// separate code blocks with positions of their own, so they do not count.
+/// enclosing node's position. With `guest/patches/boa_engine/` applied, calls (and what a
+/// native function throws, placed at its call), method reads, `new`, iteration and
+/// destructuring are placed; the links of an optional chain and tagged templates still are
+/// not. Function bodies are separate code blocks with positions of their own, so they do not
+/// count.
 fn placed(expr: &Expr) -> bool {
     let mut finder = Unplaced(false);
     expr.visit_with(&mut finder);
@@ -208,26 +244,11 @@ fn computed_key_placed(prop: &MemberProp) -> bool {
 struct Unplaced(bool);
 
 impl Visit for Unplaced {
-    fn visit_call_expr(&mut self, _: &swc_ecma_ast::CallExpr) {
-        self.0 = true;
-    }
-    fn visit_new_expr(&mut self, _: &swc_ecma_ast::NewExpr) {
-        self.0 = true;
-    }
     fn visit_opt_chain_expr(&mut self, _: &swc_ecma_ast::OptChainExpr) {
         self.0 = true;
     }
     fn visit_tagged_tpl(&mut self, _: &swc_ecma_ast::TaggedTpl) {
         self.0 = true;
-    }
-    fn visit_spread_element(&mut self, _: &swc_ecma_ast::SpreadElement) {
-        self.0 = true;
-    }
-    fn visit_expr_or_spread(&mut self, node: &ExprOrSpread) {
-        if node.spread.is_some() {
-            self.0 = true;
-        }
-        node.visit_children_with(self);
     }
     fn visit_function(&mut self, _: &swc_ecma_ast::Function) {}
     fn visit_arrow_expr(&mut self, _: &swc_ecma_ast::ArrowExpr) {}
@@ -240,15 +261,80 @@ impl Visit for Unplaced {
 struct SiteFinder<'a> {
     located: &'a Located,
     at: BytePos,
-    /// The candidate and the width of its node (narrower wins).
-    found: Option<(u32, Site)>,
+    /// The candidates and the widths of their nodes (narrower first, once sorted).
+    found: Vec<(u32, Site)>,
 }
 
 impl SiteFinder<'_> {
     fn offer(&mut self, span: Span, site: Site) {
-        let width = span.hi.0 - span.lo.0;
-        if self.found.as_ref().is_none_or(|(w, _)| width < *w) {
-            self.found = Some((width, site));
+        self.found.push((span.hi.0 - span.lo.0, site));
+    }
+
+    /// A for-of or spread iterating `expr`: placed at the expression's start.
+    fn iterate(&mut self, expr: &Expr) {
+        if expr.span().lo == self.at {
+            let iterable = self.located.text(expr.span());
+            self.offer(expr.span(), Site::Iterate { iterable });
+        }
+    }
+
+    /// A pattern that destructures `source` (placed at the pattern's start), and the patterns
+    /// nested in it, whose sources are `source.key`.
+    fn destructure(&mut self, pat: &Pat, source: Option<String>) {
+        match pat {
+            Pat::Object(object) => {
+                if object.span.lo == self.at {
+                    let key = object.props.iter().find_map(|prop| match prop {
+                        ObjectPatProp::KeyValue(kv) => self.key_text(&kv.key),
+                        ObjectPatProp::Assign(a) => Some(format!("'{}'", a.key.sym)),
+                        ObjectPatProp::Rest(_) => None,
+                    });
+                    self.offer(
+                        object.span,
+                        Site::Destructure {
+                            key,
+                            source: source.clone(),
+                        },
+                    );
+                }
+                for prop in &object.props {
+                    if let ObjectPatProp::KeyValue(kv) = prop {
+                        let inner = source.as_ref().and_then(|s| match &kv.key {
+                            PropName::Ident(id) => Some(format!("{s}.{}", id.sym)),
+                            _ => None,
+                        });
+                        self.destructure(&kv.value, inner);
+                    }
+                }
+            }
+            Pat::Array(array) => {
+                if array.span.lo == self.at {
+                    self.offer(
+                        array.span,
+                        Site::Destructure {
+                            key: None,
+                            source: source.clone(),
+                        },
+                    );
+                }
+                for (i, elem) in array.elems.iter().enumerate() {
+                    if let Some(elem) = elem {
+                        let inner = source.as_ref().map(|s| format!("{s}[{i}]"));
+                        self.destructure(elem, inner);
+                    }
+                }
+            }
+            Pat::Assign(assign) => self.destructure(&assign.left, None),
+            _ => {}
+        }
+    }
+
+    fn key_text(&self, key: &PropName) -> Option<String> {
+        match key {
+            PropName::Ident(id) => Some(format!("'{}'", id.sym)),
+            PropName::Str(s) => Some(format!("'{}'", s.value.to_string_lossy())),
+            PropName::Num(n) => Some(format!("'{}'", n.value)),
+            _ => None,
         }
     }
 
@@ -358,6 +444,45 @@ impl Visit for SiteFinder<'_> {
             if at.lo == self.at && placed(&node.obj) && computed_key_placed(&node.prop) {
                 self.offer(node.span, Site::Read { object, property });
             }
+        }
+        node.visit_children_with(self);
+    }
+
+    fn visit_for_of_stmt(&mut self, node: &swc_ecma_ast::ForOfStmt) {
+        self.iterate(&node.right);
+        node.visit_children_with(self);
+    }
+
+    fn visit_expr_or_spread(&mut self, node: &ExprOrSpread) {
+        if node.spread.is_some() {
+            self.iterate(&node.expr);
+        }
+        node.visit_children_with(self);
+    }
+
+    fn visit_var_declarator(&mut self, node: &swc_ecma_ast::VarDeclarator) {
+        let source = node.init.as_deref().and_then(path_text);
+        self.destructure(&node.name, source);
+        node.visit_children_with(self);
+    }
+
+    fn visit_pat(&mut self, node: &Pat) {
+        // Parameters, catch bindings, for-of heads: what they destructure has no text here.
+        // (A declarator's patterns were offered with their sources first, and win a tie.)
+        if matches!(node, Pat::Object(_) | Pat::Array(_)) {
+            self.destructure(node, None);
+        }
+        node.visit_children_with(self);
+    }
+
+    fn visit_bin_expr(&mut self, node: &swc_ecma_ast::BinExpr) {
+        if node.op == swc_ecma_ast::BinaryOp::In && node.span.lo == self.at {
+            let key = match &*node.left {
+                Expr::Lit(swc_ecma_ast::Lit::Str(s)) => format!("'{}'", s.value.to_string_lossy()),
+                left => self.located.text(left.span()),
+            };
+            let object = self.located.text(node.right.span());
+            self.offer(node.span, Site::In { key, object });
         }
         node.visit_children_with(self);
     }

@@ -80,16 +80,58 @@ fn logs_cost(logs: &[String]) -> u64 {
         + logs.len().saturating_sub(1) as u64
 }
 
-/// Engine messages this module can say better; anything else is left as it is.
-const NOT_CALLABLE: &str = "TypeError: not a callable function";
-const NOT_CONSTRUCTOR: &str = "TypeError: not a constructor";
-const NULLISH_TO_OBJECT: &str = "TypeError: cannot convert 'null' or 'undefined' to object";
+/// An engine message this module can say better, and what it tells of the value (`undefined`,
+/// `null`, `a number`, …) where it does; anything else is left as it is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Engine<'a> {
+    /// A call of a non-callable value; its kind when it was a primitive.
+    NotCallable(Option<&'a str>),
+    NotConstructor(Option<&'a str>),
+    /// A property read or write met undefined or null (`None`: the message did not say which).
+    Nullish(Option<&'a str>),
+    NotIterable(&'a str),
+    Destructure(&'a str),
+    InOperand(&'a str),
+}
+
 const NOT_DEFINED_SUFFIX: &str = " is not defined";
 
+impl<'a> Engine<'a> {
+    fn parse(message: &'a str) -> Option<Self> {
+        let body = message.strip_prefix("TypeError: ")?;
+        let between = |prefix: &str, suffix: &str| {
+            body.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix(suffix))
+        };
+        Some(match body {
+            "not a callable function" => Self::NotCallable(None),
+            "not a constructor" => Self::NotConstructor(None),
+            "cannot convert 'null' or 'undefined' to object" => Self::Nullish(None),
+            _ => {
+                if let Some(kind) = body.strip_prefix("not a callable function: the callee is ") {
+                    Self::NotCallable(Some(kind))
+                } else if let Some(kind) = body.strip_prefix("not a constructor: the callee is ") {
+                    Self::NotConstructor(Some(kind))
+                } else if let Some(kind) = between("cannot convert '", "' to object") {
+                    Self::Nullish(Some(kind))
+                } else if let Some(kind) = between("value with type `", "` is not iterable") {
+                    Self::NotIterable(kind)
+                } else if let Some(kind) = between("Cannot destructure '", "' value") {
+                    Self::Destructure(kind)
+                } else if let Some(got) =
+                    between("right-hand side of 'in' should be an object, got `", "`")
+                {
+                    Self::InOperand(got)
+                } else {
+                    return None;
+                }
+            }
+        })
+    }
+}
+
 fn worth_parsing(message: &str) -> bool {
-    message == NOT_CALLABLE
-        || message == NOT_CONSTRUCTOR
-        || message == NULLISH_TO_OBJECT
+    Engine::parse(message).is_some()
         || (message.starts_with("ReferenceError: ") && message.ends_with(NOT_DEFINED_SUFFIX))
 }
 
@@ -139,7 +181,7 @@ fn better(located: &Located, vocabulary: &Vocabulary, pending: &Pending) -> Opti
         .strip_prefix("ReferenceError: ")
         .and_then(|m| m.strip_suffix(NOT_DEFINED_SUFFIX))
     {
-        // The message names the identifier; only its place is missing.
+        // The message names the identifier; only its place may be missing.
         if pending.line > 0 {
             return None;
         }
@@ -150,36 +192,94 @@ fn better(located: &Located, vocabulary: &Vocabulary, pending: &Pending) -> Opti
             column,
         });
     }
+    let engine = Engine::parse(message)?;
     let offset = located.offset_of(pending.line, pending.column)?;
-    let site = located.site_at(offset)?;
-    let text = match (message, &site) {
-        (NOT_CALLABLE, Site::Call { callee, member }) => {
-            let mut text = format!("TypeError: {} is not a function", quoted(callee));
-            if let Some((global, name)) = member {
-                if let Some(unknown) = unknown_member(vocabulary, global, name) {
-                    text.push_str(&unknown);
-                }
-            }
-            text
-        }
-        (NOT_CONSTRUCTOR, Site::New { callee }) => {
-            format!("TypeError: {} is not a constructor", quoted(callee))
-        }
-        (NULLISH_TO_OBJECT, Site::Read { object, property }) => format!(
-            "TypeError: Cannot read properties of undefined or null (reading {property}): {} is undefined or null",
-            quoted(object)
-        ),
-        (NULLISH_TO_OBJECT, Site::Write { object, property }) => format!(
-            "TypeError: Cannot set properties of undefined or null (setting {property}): {} is undefined or null",
-            quoted(object)
-        ),
-        _ => return None,
-    };
+    let text = located
+        .sites_at(offset)
+        .iter()
+        .find_map(|site| say(engine, site, vocabulary))?;
     Some(Better {
         message: text,
         line: pending.line,
         column: pending.column,
     })
+}
+
+/// What V8 would say of `engine`'s failure at `site`, when the two fit together.
+fn say(engine: Engine<'_>, site: &Site, vocabulary: &Vocabulary) -> Option<String> {
+    Some(match (engine, site) {
+        (Engine::NotCallable(kind), Site::Call { callee, member }) => {
+            let mut text = format!("TypeError: {} is not a function", quoted(callee));
+            let unknown = member
+                .as_ref()
+                .and_then(|(global, name)| unknown_member(vocabulary, global, name));
+            match (unknown, kind) {
+                (Some(unknown), _) => text.push_str(&unknown),
+                (None, Some(kind)) => text.push_str(&format!(" (it is {kind})")),
+                (None, None) => {}
+            }
+            text
+        }
+        (Engine::NotConstructor(kind), Site::New { callee }) => {
+            let mut text = format!("TypeError: {} is not a constructor", quoted(callee));
+            if let Some(kind) = kind {
+                text.push_str(&format!(" (it is {kind})"));
+            }
+            text
+        }
+        (Engine::Nullish(kind), Site::Read { object, property }) => {
+            let kind = kind.unwrap_or("undefined or null");
+            format!(
+                "TypeError: Cannot read properties of {kind} (reading {property}): {} is {kind}",
+                quoted(object)
+            )
+        }
+        (Engine::Nullish(kind), Site::Write { object, property }) => {
+            let kind = kind.unwrap_or("undefined or null");
+            format!(
+                "TypeError: Cannot set properties of {kind} (setting {property}): {} is {kind}",
+                quoted(object)
+            )
+        }
+        (Engine::NotIterable(kind) | Engine::Nullish(Some(kind)), Site::Iterate { iterable }) => {
+            format!(
+                "TypeError: {} is not iterable (it is {})",
+                quoted(iterable),
+                with_article(kind)
+            )
+        }
+        (Engine::Destructure(kind), Site::Destructure { key, source }) => {
+            let source = source.as_deref().map_or_else(|| kind.to_owned(), quoted);
+            match key {
+                Some(key) => format!(
+                    "TypeError: Cannot destructure property {key} of '{source}' as it is {kind}."
+                ),
+                None => format!("TypeError: Cannot destructure '{source}' as it is {kind}."),
+            }
+        }
+        (Engine::InOperand(got), Site::In { key, object }) => {
+            // Boa names the operand's `typeof`, and only a non-object throws: "object" is null.
+            let what = match got {
+                "object" => "null".to_owned(),
+                _ => with_article(got),
+            };
+            format!(
+                "TypeError: Cannot use 'in' operator to search for {key} in {}: it is {what}",
+                quoted(object)
+            )
+        }
+        _ => return None,
+    })
+}
+
+/// `undefined` and `null` as they are, any other `typeof` with its article.
+fn with_article(kind: &str) -> String {
+    match kind {
+        "undefined" | "null" => kind.to_owned(),
+        _ if kind.starts_with("a ") || kind.starts_with("an ") => kind.to_owned(),
+        _ if kind.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("an {kind}"),
+        _ => format!("a {kind}"),
+    }
 }
 
 /// `; unknown tool "serach"; did you mean "search"?` when `global` is a namespace the program
@@ -196,7 +296,9 @@ fn unknown_member(vocabulary: &Vocabulary, global: &str, name: &str) -> Option<S
     };
     let mut text = format!(": unknown {what} {}", quote_name(name));
     let near = nearest::nearest(name, names, MAX_SUGGESTIONS);
-    if !near.is_empty() {
+    if near.is_empty() {
+        text.push('.');
+    } else {
         let list: Vec<String> = near.iter().map(|n| quote_name(n)).collect();
         text.push_str(&format!("; did you mean {}?", list.join(" or ")));
     }

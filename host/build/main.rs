@@ -2,6 +2,10 @@
 //! complete host. The nested cargo gets its own target directory (two cargo processes on one
 //! directory wait on each other's lock forever) and none of the host's compiler flags.
 //!
+//! The guest runs Boa with the small patches in `guest/patches/boa_engine/` applied (see
+//! `patched_boa.rs`), so the guest is built from a generated manifest that points at the
+//! patched copy.
+//!
 //! A toolchain installed before `rust-toolchain.toml` named the `wasm32-wasip1` target does not
 //! have it; the target is added with rustup (or the build stops at once with the command
 //! that adds it), rather than failing deep inside the guest build with `can't find crate for
@@ -14,6 +18,8 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+mod patched_boa;
+
 /// The guest's Rust stack, in linear memory. Deeply nested programs and values need more than
 /// the default 1 MiB; unused stack pages are never touched, so they cost nothing.
 const GUEST_STACK_BYTES: u32 = 8 * 1024 * 1024;
@@ -25,6 +31,7 @@ fn main() {
         "src",
         "Cargo.toml",
         "Cargo.lock",
+        "patches",
         "../host/wire/src",
         "../host/wire/Cargo.toml",
     ] {
@@ -39,17 +46,23 @@ fn main() {
 
     ensure_wasm_target();
 
-    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
+    let cargo = PathBuf::from(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    let prepared = patched_boa::prepare(&cargo, &guest_dir, &target_dir.join("patched"));
+    println!("cargo:rerun-if-changed={}", prepared.patches.display());
+    let mut command = Command::new(&cargo);
+    // Not `--locked`: cargo rewrites the patched crate's lock entry (a path has no checksum);
+    // `check_lock` below proves nothing else moved. Offline: `prepare` fetched everything.
     command
         .current_dir(&guest_dir)
         .args([
             "build",
             "--release",
-            "--locked",
+            "--offline",
             "--target",
             "wasm32-wasip1",
         ])
+        .arg("--manifest-path")
+        .arg(&prepared.manifest)
         .arg("--target-dir")
         .arg(&target_dir);
     for var in [
@@ -75,6 +88,7 @@ fn main() {
         status.success(),
         "building the guest for wasm32-wasip1 failed"
     );
+    patched_boa::check_lock(&guest_dir, &prepared.manifest);
 
     let built = target_dir
         .join("wasm32-wasip1")

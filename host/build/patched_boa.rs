@@ -1,0 +1,269 @@
+//! Boa as the guest runs it: the registry's `boa_engine` with `guest/patches/boa_engine/*.patch`
+//! applied, in order.
+//!
+//! The patches are small changes written so that they could go upstream (each says why at its
+//! top). They are applied here, at build time, to a copy of the pristine source that cargo
+//! fetched for the guest's lock file, so that the repository carries patches, never a fork.
+//! The guest is then built from a generated manifest (the guest's, with absolute paths and a
+//! `[patch.crates-io]` entry) beside a copy of the guest's lock file; the guest's own
+//! directory is never written to. After the build, the lock cargo wrote must name exactly the
+//! packages the guest's lock pins, so the patch cannot move any other version.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+/// The crate the patches apply to.
+const CRATE: &str = "boa_engine";
+
+/// Where the patched source is, and the generated manifest to build the guest with.
+pub struct Prepared {
+    pub manifest: PathBuf,
+    pub patches: PathBuf,
+}
+
+/// Prepares the patched Boa and the manifest that uses it, under `work` (in the guest's target
+/// directory). `cargo` is the cargo to ask for the pristine source.
+pub fn prepare(cargo: &Path, guest_dir: &Path, work: &Path) -> Prepared {
+    let patches_dir = guest_dir.join("patches").join(CRATE);
+    let patches = read_patches(&patches_dir);
+    let (version, pristine) = pristine_source(cargo, guest_dir);
+
+    let mut digest = Sha256::new();
+    digest.update(version.as_bytes());
+    for (name, text) in &patches {
+        digest.update(name.as_bytes());
+        digest.update([0]);
+        digest.update(text.as_bytes());
+        digest.update([0]);
+    }
+    let key: String = digest.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let patched = work.join(format!("{CRATE}-{version}-{key}"));
+    if !patched.join(COMPLETE).is_file() {
+        apply_all(&pristine, &patched, &patches);
+    }
+
+    let manifest_dir = work.join("guest");
+    fs::create_dir_all(&manifest_dir).expect("create the generated guest manifest's directory");
+    let manifest = manifest_dir.join("Cargo.toml");
+    write_if_changed(&manifest, &generated_manifest(guest_dir, &patched));
+    // The guest's lock is the source of truth; cargo rewrites only the patched crate's entry.
+    let lock = fs::read_to_string(guest_dir.join("Cargo.lock")).expect("read guest/Cargo.lock");
+    write_if_changed(&manifest_dir.join("Cargo.lock"), &lock);
+    Prepared {
+        manifest,
+        patches: patches_dir,
+    }
+}
+
+/// Marks a patched tree as whole: a build interrupted while copying or patching starts over.
+const COMPLETE: &str = ".codemode-patched";
+
+fn read_patches(dir: &Path) -> Vec<(String, String)> {
+    let mut patches: Vec<(String, String)> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|entry| entry.expect("read a patch directory entry").path())
+        .filter(|path| path.extension().is_some_and(|x| x == "patch"))
+        .map(|path| {
+            let name = path
+                .file_name()
+                .expect("a listed file has a name")
+                .to_string_lossy()
+                .into_owned();
+            let text = fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+            (name, text)
+        })
+        .collect();
+    patches.sort();
+    patches
+}
+
+/// The version the guest's lock pins and the directory cargo unpacked it to (fetching it
+/// first, as a build would).
+fn pristine_source(cargo: &Path, guest_dir: &Path) -> (String, PathBuf) {
+    let output = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .args(["--filter-platform", "wasm32-wasip1"])
+        .arg("--manifest-path")
+        .arg(guest_dir.join("Cargo.toml"))
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("could not start cargo to locate the guest's dependencies");
+    assert!(
+        output.status.success(),
+        "`cargo metadata` for the guest failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("`cargo metadata` prints JSON");
+    let package = metadata["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == CRATE && p["source"].is_string())
+        .unwrap_or_else(|| panic!("the guest's lock has no registry {CRATE}"));
+    let version = package["version"]
+        .as_str()
+        .expect("a package has a version")
+        .to_owned();
+    let manifest = PathBuf::from(
+        package["manifest_path"]
+            .as_str()
+            .expect("a package has a manifest path"),
+    );
+    let dir = manifest
+        .parent()
+        .expect("a manifest path has a directory")
+        .to_path_buf();
+    (version, dir)
+}
+
+fn apply_all(pristine: &Path, patched: &Path, patches: &[(String, String)]) {
+    if patched.exists() {
+        fs::remove_dir_all(patched)
+            .unwrap_or_else(|e| panic!("remove the stale {}: {e}", patched.display()));
+    }
+    copy_tree(pristine, patched);
+    for (name, text) in patches {
+        apply(patched, name, text);
+    }
+    fs::write(patched.join(COMPLETE), "").expect("mark the patched source complete");
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap_or_else(|e| panic!("create {}: {e}", to.display()));
+    for entry in fs::read_dir(from).unwrap_or_else(|e| panic!("read {}: {e}", from.display())) {
+        let entry = entry.expect("read a source directory entry");
+        let kind = entry.file_type().expect("a directory entry has a type");
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else if kind.is_file() {
+            fs::copy(entry.path(), &target)
+                .unwrap_or_else(|e| panic!("copy {}: {e}", entry.path().display()));
+        }
+    }
+}
+
+/// Applies one patch file (an optional description, then a `git diff`) to the tree at `root`.
+fn apply(root: &Path, name: &str, text: &str) {
+    use diffy::patch_set::{FileOperation, ParseOptions, PatchSet};
+
+    let diff = text
+        .find("diff --git ")
+        .map(|start| &text[start..])
+        .unwrap_or_else(|| panic!("patch {name} holds no `diff --git`"));
+    let mut files = 0;
+    for file in PatchSet::parse(diff, ParseOptions::gitdiff()) {
+        let file = file.unwrap_or_else(|e| panic!("patch {name} does not parse: {e}"));
+        let path = match file.operation().strip_prefix(1) {
+            FileOperation::Modify { original, modified } if original == modified => {
+                original.into_owned()
+            }
+            _ => panic!("patch {name}: only in-place modifications of files are supported"),
+        };
+        let Some(patch) = file.patch().as_text() else {
+            panic!("patch {name}: {path} is a binary patch");
+        };
+        let target = root.join(&path);
+        let base = fs::read_to_string(&target)
+            .unwrap_or_else(|e| panic!("patch {name}: read {path}: {e}"));
+        let patched = diffy::apply(&base, patch).unwrap_or_else(|e| {
+            panic!("patch {name} does not apply to {path} of the pristine {CRATE}: {e}")
+        });
+        fs::write(&target, patched).unwrap_or_else(|e| panic!("write {path}: {e}"));
+        files += 1;
+    }
+    assert!(files > 0, "patch {name} changes no file");
+}
+
+/// The guest's manifest with its relative paths made absolute and the patched crate swapped in.
+fn generated_manifest(guest_dir: &Path, patched: &Path) -> String {
+    let source = fs::read_to_string(guest_dir.join("Cargo.toml")).expect("read guest/Cargo.toml");
+    let mut doc: toml_edit::DocumentMut = source.parse().expect("guest/Cargo.toml is TOML");
+    let absolute = |relative: &str| path_text(&guest_dir.join(relative));
+
+    if let Some(path) = doc
+        .get_mut("lib")
+        .and_then(|lib| lib.get_mut("path"))
+        .and_then(|path| path.as_str().map(str::to_owned))
+    {
+        doc["lib"]["path"] = toml_edit::value(absolute(&path));
+    }
+    let dependencies = doc
+        .get_mut("dependencies")
+        .and_then(toml_edit::Item::as_table_like_mut)
+        .expect("guest/Cargo.toml has dependencies");
+    for (_, dependency) in dependencies.iter_mut() {
+        let Some(table) = dependency.as_table_like_mut() else {
+            continue;
+        };
+        let Some(path) = table
+            .get("path")
+            .and_then(|p| p.as_str())
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        table.insert("path", toml_edit::value(absolute(&path)));
+    }
+    let mut patch = toml_edit::InlineTable::new();
+    patch.insert("path", path_text(patched).into());
+    let mut patch_table = toml_edit::Table::new();
+    patch_table.set_implicit(true);
+    doc["patch"] = toml_edit::Item::Table(patch_table);
+    doc["patch"]["crates-io"] = toml_edit::table();
+    doc["patch"]["crates-io"][CRATE] = toml_edit::Item::Value(patch.into());
+    format!(
+        "# Generated by codemode-host's build script from guest/Cargo.toml: do not edit.\n{doc}"
+    )
+}
+
+fn path_text(path: &Path) -> String {
+    path.to_str()
+        .unwrap_or_else(|| panic!("the path {} is not UTF-8", path.display()))
+        .to_owned()
+}
+
+fn write_if_changed(path: &Path, text: &str) {
+    if fs::read_to_string(path).is_ok_and(|old| old == text) {
+        return;
+    }
+    fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+/// Checks that the build's lock pins every package the guest's lock pins, at the same
+/// version, and nothing else: the patch swaps one crate's source, never a version.
+pub fn check_lock(guest_dir: &Path, manifest: &Path) {
+    let pinned = |path: &Path| -> BTreeSet<(String, String)> {
+        let text =
+            fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let doc: toml_edit::DocumentMut = text
+            .parse()
+            .unwrap_or_else(|e| panic!("{} is not TOML: {e}", path.display()));
+        doc.get("package")
+            .and_then(toml_edit::Item::as_array_of_tables)
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                let field = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("").to_owned();
+                (field("name"), field("version"))
+            })
+            .collect()
+    };
+    let expected = pinned(&guest_dir.join("Cargo.lock"));
+    let built = pinned(&manifest.with_file_name("Cargo.lock"));
+    assert!(
+        expected == built,
+        "building the guest with patched {CRATE} changed its locked packages: only in guest/Cargo.lock {:?}, only in the build's {:?}",
+        expected.difference(&built).collect::<Vec<_>>(),
+        built.difference(&expected).collect::<Vec<_>>()
+    );
+}
