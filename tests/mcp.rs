@@ -489,3 +489,47 @@ fn codemode_mcp_serves_many_clients_over_streamable_http() {
     assert_eq!(aborted, 3, "{log}");
     let _ = std::fs::remove_file(&events);
 }
+
+/// `codemode mcp --exec`: a session's background job ends when the session does, while the
+/// server and the other sessions go on.
+#[test]
+fn a_sessions_jobs_end_with_the_session() {
+    let root = temp("exec-root");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let root_arg = root.display().to_string();
+    let (mut child, url) = http_server(&["--exec", "--root", &root_arg]);
+    let answers = drive(
+        json!({"steps": [
+            run_code("const job = await tools.bash({ command: 'echo $$ > job.pid; sleep 60', description: 'Sleep', run_in_background: true }); await tools.job_output({ jobId: job.jobId, waitMs: 200 }); return job.kind;"),
+        ]}),
+        "http",
+        std::slice::from_ref(&url),
+    );
+    assert_eq!(
+        answers[0]["structured"]["result"], "background",
+        "{answers:?}"
+    );
+    let pid: i32 = std::fs::read_to_string(root.join("job.pid"))
+        .expect("the job ran")
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: signal 0 only checks that the process exists.
+    let alive = || unsafe { libc::kill(pid, 0) == 0 };
+    let mut waited = 0;
+    while alive() && waited < 100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        waited += 1;
+    }
+    assert!(!alive(), "the job outlived its session");
+    let again = drive(
+        json!({"steps": [run_code("return 'still serving';")]}),
+        "http",
+        &[url],
+    );
+    assert_eq!(again[0]["structured"]["result"], "still serving");
+    child.kill().unwrap();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&root);
+}

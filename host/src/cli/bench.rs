@@ -168,6 +168,57 @@ async fn pipeline_sub_call(rt: &WasmCodeRuntime, calls: u32) -> Result<Duration,
     Ok(percentile(&samples, 0.5))
 }
 
+/// Start-to-exit cost of one `bash({ command: "true" })` through `run_code` and the pipeline on
+/// `backend`: 20 sequential calls minus the same loop without them, per call (median of 5).
+async fn bash_true(
+    rt: &WasmCodeRuntime,
+    backend: Arc<dyn codemode_exec::backend::Backend>,
+) -> Result<Duration, String> {
+    let registry = Registry::with_mode(ToolMode::Code);
+    let root = std::env::temp_dir();
+    let exec = codemode_exec::Exec::new(&root, backend, codemode_exec::ExecConfig::default())?;
+    let _tools = codemode_exec::register(&registry, &exec).map_err(|e| e.to_string())?;
+    let _run_code = run_code::install(
+        &registry,
+        Some(Arc::new(rt.clone())),
+        RunCodeConfig::default(),
+    )
+    .map_err(|e| e.to_string())?;
+    let agent = AgentScope::root();
+    let run = |program: String| {
+        let registry = registry.clone();
+        let agent = agent.clone();
+        async move {
+            let input = ToolExecutionInput::new(
+                "bench",
+                RUN_CODE_NAME,
+                json!({"code": program, "description": "Measure bash"}),
+                AbortSignal::never(),
+            )
+            .agent(&agent);
+            let started = Instant::now();
+            let result = registry.execute(input).await;
+            if result.is_error() {
+                return Err(format!("bash bench failed: {}", result.text()));
+            }
+            Ok(started.elapsed())
+        }
+    };
+    let calls = 20u32;
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let with_calls = run(format!(
+            "for (let i = 0; i < {calls}; i++) await tools.bash({{ command: 'true', description: 'Nothing' }});"
+        ))
+        .await?;
+        let baseline = run(format!("for (let i = 0; i < {calls}; i++) ({{ i }});")).await?;
+        samples.push(with_calls.saturating_sub(baseline) / calls);
+    }
+    samples.sort();
+    exec.shutdown().await;
+    Ok(percentile(&samples, 0.5))
+}
+
 /// A namespace whose `hold` call parks until `release` flips, to keep instances alive.
 fn holding_namespace(release: Arc<AtomicBool>) -> BindingNamespace {
     let mut functions = BTreeMap::new();
@@ -376,6 +427,14 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     }
     let rss_per_instance_mib = during.saturating_sub(before) as f64 / 1024.0 / 100.0;
 
+    // The execution tools: `bash true` on each backend (the sandbox only where the kernel
+    // can enforce it).
+    let bash_local = bash_true(&rt, Arc::new(codemode_exec::backend::Local)).await?;
+    let bash_sandbox = match codemode_exec::sandbox::Sandbox::new(&std::env::temp_dir()) {
+        Ok(sandbox) => Some(bash_true(&rt, Arc::new(sandbox)).await?),
+        Err(_) => None,
+    };
+
     let interruption = if args.interruption {
         interruption_study().await?
     } else {
@@ -399,6 +458,10 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "runs_per_sec": runs_per_sec,
         "rss_per_instance_mib": rss_per_instance_mib,
         "kill_latency_ms": ms(kill_latency),
+        "bash_true_ms": {
+            "local": ms(bash_local),
+            "sandbox": bash_sandbox.map(ms),
+        },
         "fuel_per_ms": fuel_per_ms,
         "compute_ms": ms(compute),
         "interruption": interruption,

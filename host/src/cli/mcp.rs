@@ -44,11 +44,21 @@ pub async fn serve(args: McpArgs) -> u8 {
     let tools = permitted_tools(&session.registry, &session.policy);
     let served = Served::new(session.registry.clone(), tools, &presentation);
     let _ = served_slot.set(Arc::downgrade(&served));
+    if let Some(exec) = session.exec.clone() {
+        // A client's jobs and terminals end with its session.
+        served.on_session_end(Arc::new(move |agent| {
+            let exec = exec.clone();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move { exec.dispose_owner(agent).await });
+            }
+        }));
+    }
 
     let outcome = match &args.http {
         None => serve_stdio(&served).await,
         Some(addr) => serve_http(served.clone(), addr, &args.allowed_hosts).await,
     };
+    session.shutdown().await;
     drop(session);
     match outcome {
         Ok(()) => EXIT_OK,

@@ -64,6 +64,18 @@ pub struct ToolArgs {
     /// Read MCP servers from a `{"mcpServers": {NAME: {command, args, env}}}` file.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Add the execution tools (`bash`, `job_output`, `job_list`, `job_kill`) with --root as
+    /// their workspace, on a backend: `local` (what `--exec` alone means) or `sandbox`
+    /// (writes confined to the workspace and a private temporary directory, no network).
+    #[arg(long, value_name = "BACKEND", num_args = 0..=1, default_missing_value = "local")]
+    pub exec: Option<ExecBackend>,
+}
+
+/// Where the execution tools start processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecBackend {
+    Local,
+    Sandbox,
 }
 
 /// What one run may spend, and how its calls are scheduled and recorded; shared by `run` and

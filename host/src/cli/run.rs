@@ -257,6 +257,8 @@ pub async fn run(args: RunArgs) -> u8 {
             call.await
         }
     };
+    // Background jobs end with the process that owns them.
+    session.shutdown().await;
     let Report { result, calls } =
         std::mem::take(&mut *report.lock().unwrap_or_else(|p| p.into_inner()));
     let Some(result) = result else {

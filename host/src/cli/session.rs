@@ -15,13 +15,19 @@ use codemode_runtime::tools::{
 };
 use codemode_sdk_gen::{sdk_tools, ToolSchema};
 
-use super::{BudgetArgs, ToolArgs};
+use codemode_exec::backend::{Backend, Local};
+use codemode_exec::sandbox::Sandbox;
+use codemode_exec::{Exec, ExecConfig};
+
+use super::{BudgetArgs, ExecBackend, ToolArgs};
 
 /// A registry ready for programs, and what keeps its registrations and servers alive.
 pub struct ToolSession {
     pub registry: Registry,
     pub agent: AgentScope,
     pub policy: Policy,
+    /// The execution tools' runtime, with `--exec`.
+    pub exec: Option<Arc<Exec>>,
     guards: Vec<RegistrationGuard>,
     // Dropped last: the registry's tools hold peers of these servers.
     _upstreams: Vec<Upstream>,
@@ -70,6 +76,25 @@ impl ToolSession {
                     .map_err(|e| format!("codemode: cannot register the built-in tools: {e}"))?,
             );
         }
+        let exec =
+            match args.exec {
+                None => None,
+                Some(choice) => {
+                    let backend: Arc<dyn Backend> = match choice {
+                        ExecBackend::Local => Arc::new(Local),
+                        ExecBackend::Sandbox => Arc::new(
+                            Sandbox::new(&args.root)
+                                .map_err(|e| format!("codemode: --exec sandbox: {e}"))?,
+                        ),
+                    };
+                    let exec = Exec::new(&args.root, backend, ExecConfig::default())
+                        .map_err(|e| format!("codemode: --exec: {e}"))?;
+                    guards.push(codemode_exec::register(&registry, &exec).map_err(|e| {
+                        format!("codemode: cannot register the execution tools: {e}")
+                    })?);
+                    Some(exec)
+                }
+            };
         let (upstreams, failures) = mcp::upstream::start_all(&specs).await;
         for failure in failures {
             eprintln!("codemode: {failure}; its tools are absent");
@@ -118,9 +143,17 @@ impl ToolSession {
             registry,
             agent: AgentScope::root(),
             policy,
+            exec,
             guards,
             _upstreams: upstreams,
         })
+    }
+
+    /// Ends what the execution tools started (terminate then wait); call before exiting.
+    pub async fn shutdown(&self) {
+        if let Some(exec) = &self.exec {
+            exec.shutdown().await;
+        }
     }
 
     /// What the SDK declares: the agent's visible tools that the policy lets a program call.

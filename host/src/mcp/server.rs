@@ -65,7 +65,12 @@ pub struct Served {
     /// The client of each live session, by the session's agent id, for approvals.
     peers: Mutex<HashMap<u64, Weak<ClientSlot>>>,
     calls: AtomicU64,
+    /// Told the agent id of each session that ends (its jobs and terminals end with it).
+    session_end: Mutex<Option<SessionEndHook>>,
 }
+
+/// What runs when a session ends, with the session's agent id.
+pub type SessionEndHook = Arc<dyn Fn(u64) + Send + Sync>;
 
 /// `run_code`'s description and whether discovery is on, for the SDK of `tools`.
 pub fn run_code_description(
@@ -163,7 +168,13 @@ impl Served {
             discovery: progressive.then_some(sdk_tools),
             peers: Mutex::new(HashMap::new()),
             calls: AtomicU64::new(0),
+            session_end: Mutex::new(None),
         })
+    }
+
+    /// Runs `hook` with the agent id of every session that ends.
+    pub fn on_session_end(&self, hook: SessionEndHook) {
+        *self.session_end.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
     }
 
     /// The tools a client sees.
@@ -190,10 +201,37 @@ impl Served {
         peers.retain(|_, slot| slot.strong_count() > 0);
         peers.insert(agent.id(), Arc::downgrade(&client));
         drop(peers);
+        let end = Arc::new(SessionEnd {
+            served: Arc::downgrade(self),
+            agent: agent.id(),
+        });
         Session {
             served: self.clone(),
             agent,
             client,
+            _end: end,
+        }
+    }
+}
+
+/// Dropped with a session's last clone: tells the session-end hook.
+struct SessionEnd {
+    served: Weak<Served>,
+    agent: u64,
+}
+
+impl Drop for SessionEnd {
+    fn drop(&mut self) {
+        let Some(served) = self.served.upgrade() else {
+            return;
+        };
+        let hook = served
+            .session_end
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            hook(self.agent);
         }
     }
 }
@@ -206,6 +244,7 @@ pub struct Session {
     served: Arc<Served>,
     agent: AgentScope,
     client: Arc<ClientSlot>,
+    _end: Arc<SessionEnd>,
 }
 
 /// Our content blocks as MCP content.

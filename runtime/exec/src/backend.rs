@@ -1,0 +1,33 @@
+//! The seam the execution tools start processes through: what a backend adds to a command
+//! before it is spawned. `local` adds nothing; `sandbox` (see `sandbox.rs`) confines writes to
+//! the workspace and a private temporary directory and denies the network.
+
+use process_wrap::tokio::CommandWrap;
+
+pub trait Backend: Send + Sync + 'static {
+    /// `local` or `sandbox`, as `--exec` names it.
+    fn name(&self) -> &'static str;
+
+    /// Prepares `command` (its environment, its confinement) before it is spawned.
+    fn confine(&self, command: &mut CommandWrap) -> Result<(), String>;
+
+    /// One line for people: what this backend confines and what it does not.
+    fn describe(&self) -> String;
+}
+
+/// Runs commands as codemode's own user, with its environment, anywhere it may write.
+pub struct Local;
+
+impl Backend for Local {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    fn confine(&self, _command: &mut CommandWrap) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        "local: commands run as this user, with this environment; only the working directory is kept inside the workspace".to_owned()
+    }
+}

@@ -1,0 +1,301 @@
+//! The jobs runtime: background processes published under an owner (the agent scope that
+//! started them), read incrementally by offset, and ended only by `job_kill`, their owner's
+//! disposal or the runtime's teardown; never by the cancellation of the call that started
+//! them.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch};
+
+use crate::stream::{Slice, Stream};
+use crate::subprocess::{Exit, Process};
+
+/// Limits of the jobs runtime.
+#[derive(Clone, Debug)]
+pub struct JobLimits {
+    /// Output retained per job (unread output is never dropped: the job waits instead).
+    pub retained_bytes: usize,
+    /// Jobs one owner may have running at once.
+    pub running_per_owner: usize,
+    /// Finished jobs kept for reading, per owner; the oldest go first.
+    pub finished_per_owner: usize,
+    /// SIGTERM to SIGKILL.
+    pub grace: Duration,
+    /// Longest `waitMs`.
+    pub max_wait: Duration,
+}
+
+impl Default for JobLimits {
+    fn default() -> Self {
+        Self {
+            retained_bytes: 1024 * 1024,
+            running_per_owner: 16,
+            finished_per_owner: 32,
+            grace: Duration::from_secs(2),
+            max_wait: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Who owns a job: the agent scope's id (0 for calls made outside any agent).
+pub type Owner = u64;
+
+pub struct Jobs {
+    limits: JobLimits,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    next: u64,
+    jobs: BTreeMap<String, Arc<Job>>,
+}
+
+struct Job {
+    id: String,
+    owner: Owner,
+    command: String,
+    stream: Arc<Stream>,
+    /// `None` while running.
+    exit: watch::Receiver<Option<Exit>>,
+    /// Asks the job's supervisor to terminate it; answered with how it ended.
+    kill: Mutex<Option<oneshot::Sender<oneshot::Sender<Exit>>>>,
+    sequence: u64,
+}
+
+impl Job {
+    fn exit(&self) -> Option<Exit> {
+        *self.exit.borrow()
+    }
+}
+
+/// One job as `job_list` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobInfo {
+    pub id: String,
+    pub command: String,
+    pub exit: Option<Exit>,
+}
+
+/// What `job_output` returns.
+#[derive(Debug)]
+pub struct JobOutput {
+    pub slice: Slice,
+    pub exit: Option<Exit>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while these locks are held; a poisoned lock still holds whole state.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Jobs {
+    pub fn new(limits: JobLimits) -> Arc<Self> {
+        Arc::new(Self {
+            limits,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    pub fn limits(&self) -> &JobLimits {
+        &self.limits
+    }
+
+    /// Publishes a started process as a job of `owner`. When the owner already has as many
+    /// jobs running as allowed, the process is terminated and the publication refused.
+    pub async fn publish(
+        self: &Arc<Self>,
+        owner: Owner,
+        command: &str,
+        mut process: Process,
+        output: tokio::net::unix::pipe::Receiver,
+    ) -> Result<String, String> {
+        let allocated = {
+            let mut state = lock(&self.state);
+            let running = state
+                .jobs
+                .values()
+                .filter(|j| j.owner == owner && j.exit().is_none())
+                .count();
+            (running < self.limits.running_per_owner).then(|| {
+                state.next += 1;
+                (format!("job-{}", state.next), state.next)
+            })
+        };
+        let Some((id, sequence)) = allocated else {
+            process.terminate(self.limits.grace).await;
+            return Err(format!(
+                "{} background jobs are already running; read or kill one (job_list, job_kill) before starting another",
+                self.limits.running_per_owner
+            ));
+        };
+
+        let stream = Arc::new(Stream::new(self.limits.retained_bytes));
+        let (exit_tx, exit_rx) = watch::channel(None);
+        let (kill_tx, kill_rx) = oneshot::channel::<oneshot::Sender<Exit>>();
+        let job = Arc::new(Job {
+            id: id.clone(),
+            owner,
+            command: command.to_owned(),
+            stream: stream.clone(),
+            exit: exit_rx,
+            kill: Mutex::new(Some(kill_tx)),
+            sequence,
+        });
+        {
+            let mut state = lock(&self.state);
+            state.jobs.insert(id.clone(), job);
+            prune(&mut state, owner, self.limits.finished_per_owner);
+        }
+        let grace = self.limits.grace;
+        tokio::spawn(async move {
+            let pump = {
+                let stream = stream.clone();
+                tokio::spawn(async move { stream.pump(output).await })
+            };
+            let (exit, reply) = tokio::select! {
+                exit = process.wait() => (exit, None),
+                Ok(reply) = kill_rx => (process.terminate(grace).await, Some(reply)),
+            };
+            // Members of the group that outlived its leader go with it.
+            process.signal(libc::SIGKILL);
+            // The rest of the output is what the group wrote before it ended; a process that
+            // left the group and kept the pipe open is not waited for.
+            let mut pump = pump;
+            if tokio::time::timeout(Duration::from_secs(1), &mut pump)
+                .await
+                .is_err()
+            {
+                pump.abort();
+            }
+            let _ = exit_tx.send(Some(exit));
+            if let Some(reply) = reply {
+                let _ = reply.send(exit);
+            }
+        });
+        Ok(id)
+    }
+
+    fn find(&self, owner: Owner, id: &str) -> Result<Arc<Job>, String> {
+        lock(&self.state)
+            .jobs
+            .get(id)
+            .filter(|job| job.owner == owner)
+            .cloned()
+            .ok_or_else(|| format!("unknown job {id:?}; job_list shows this agent's jobs"))
+    }
+
+    /// Output from `offset` (the reader's own position when `None`), waiting up to `wait` for
+    /// some when there is none yet and the job is running.
+    pub async fn output(
+        &self,
+        owner: Owner,
+        id: &str,
+        offset: Option<u64>,
+        wait: Duration,
+        signal: &codemode_runtime::signal::AbortSignal,
+    ) -> Result<JobOutput, String> {
+        let job = self.find(owner, id)?;
+        let wait = wait.min(self.limits.max_wait);
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut exit = job.exit.clone();
+        loop {
+            let notified = job.stream.notified();
+            if job.stream.ready(offset) || job.exit().is_some() {
+                break;
+            }
+            tokio::select! {
+                () = notified => {}
+                _ = exit.changed() => {}
+                () = tokio::time::sleep_until(deadline) => break,
+                _ = signal.aborted() => break,
+            }
+        }
+        let exit = job.exit();
+        Ok(JobOutput {
+            slice: job.stream.read(offset),
+            exit,
+        })
+    }
+
+    /// The owner's jobs, oldest first.
+    pub fn list(&self, owner: Owner) -> Vec<JobInfo> {
+        let state = lock(&self.state);
+        let mut jobs: Vec<&Arc<Job>> = state.jobs.values().filter(|j| j.owner == owner).collect();
+        jobs.sort_by_key(|j| j.sequence);
+        jobs.into_iter()
+            .map(|j| JobInfo {
+                id: j.id.clone(),
+                command: j.command.clone(),
+                exit: j.exit(),
+            })
+            .collect()
+    }
+
+    /// Terminates a running job (terminate then wait). `Ok(false)` when it had already ended.
+    pub async fn kill(&self, owner: Owner, id: &str) -> Result<bool, String> {
+        let job = self.find(owner, id)?;
+        Ok(terminate(&job).await)
+    }
+
+    /// Terminates every job of `owner` and forgets them: the owner is gone.
+    pub async fn dispose_owner(&self, owner: Owner) {
+        let jobs: Vec<Arc<Job>> = {
+            let mut state = lock(&self.state);
+            let ids: Vec<String> = state
+                .jobs
+                .values()
+                .filter(|j| j.owner == owner)
+                .map(|j| j.id.clone())
+                .collect();
+            ids.iter().filter_map(|id| state.jobs.remove(id)).collect()
+        };
+        futures::future::join_all(jobs.iter().map(|j| terminate(j))).await;
+    }
+
+    /// Terminates every job: the runtime is going away.
+    pub async fn shutdown(&self) {
+        let jobs: Vec<Arc<Job>> = std::mem::take(&mut lock(&self.state).jobs)
+            .into_values()
+            .collect();
+        futures::future::join_all(jobs.iter().map(|j| terminate(j))).await;
+    }
+}
+
+/// Terminates `job` if it runs; `true` when this call ended it.
+async fn terminate(job: &Job) -> bool {
+    let Some(kill) = lock(&job.kill).take() else {
+        // Another caller is ending it: wait for that.
+        let mut exit = job.exit.clone();
+        let _ = exit.wait_for(Option::is_some).await;
+        return false;
+    };
+    if job.exit().is_some() {
+        return false;
+    }
+    let (reply_tx, reply_rx) = oneshot::channel();
+    if kill.send(reply_tx).is_err() {
+        return false; // it ended on its own meanwhile
+    }
+    // An error: it ended on its own just before the request was seen.
+    reply_rx.await.is_ok()
+}
+
+/// Drops `owner`'s oldest finished jobs beyond `keep`.
+fn prune(state: &mut State, owner: Owner, keep: usize) {
+    let mut finished: Vec<(u64, String)> = state
+        .jobs
+        .values()
+        .filter(|j| j.owner == owner && j.exit().is_some())
+        .map(|j| (j.sequence, j.id.clone()))
+        .collect();
+    if finished.len() <= keep {
+        return;
+    }
+    finished.sort();
+    for (_, id) in finished.iter().take(finished.len() - keep) {
+        state.jobs.remove(id);
+    }
+}

@@ -1,0 +1,240 @@
+//! Managed process trees: a command started as the leader of a new session (so its whole tree
+//! shares one process group), its stdout and stderr merged into one pipe in the order they are
+//! written, signals sent to the group, and "terminate then wait" teardown (SIGTERM to the
+//! group, a grace period, SIGKILL to the group). A dropped [`Process`] kills its group
+//! (`process-wrap`'s `KillOnDrop`), so no path out of its owner leaves the tree running.
+
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessSession};
+use tokio::net::unix::pipe;
+
+use crate::backend::Backend;
+
+/// What to start.
+pub struct Spawn<'a> {
+    pub program: &'a Path,
+    pub args: Vec<OsString>,
+    /// The working directory: a path the child changes into before it runs.
+    pub cwd: PathBuf,
+    /// Extra environment variables (the rest is inherited).
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exit {
+    /// The exit code, when it exited by itself.
+    pub code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+}
+
+impl From<ExitStatus> for Exit {
+    fn from(status: ExitStatus) -> Self {
+        Self {
+            code: status.code(),
+            signal: status.signal(),
+        }
+    }
+}
+
+/// A running process tree.
+pub struct Process {
+    child: Box<dyn ChildWrapper>,
+    exit: Option<Exit>,
+}
+
+impl std::fmt::Debug for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Process")
+            .field("pid", &self.child.id())
+            .field("exit", &self.exit)
+            .finish()
+    }
+}
+
+/// Finds `name` on `PATH` (or takes it as a path when it has a `/`).
+pub fn which(name: &str) -> Result<PathBuf, String> {
+    if name.contains('/') {
+        let path = PathBuf::from(name);
+        return if is_executable(&path) {
+            Ok(path)
+        } else {
+            Err(format!("{name} is not an executable file"))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+        .ok_or_else(|| format!("{name} was not found on PATH"))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+impl Process {
+    /// Starts `spec` on `backend` with stdin closed and stdout and stderr on one pipe, whose
+    /// read end is returned.
+    pub fn spawn(spec: Spawn<'_>, backend: &dyn Backend) -> Result<(Self, pipe::Receiver), String> {
+        let (reader, writer) =
+            std::io::pipe().map_err(|e| format!("cannot create an output pipe: {e}"))?;
+        let writer_err = writer
+            .try_clone()
+            .map_err(|e| format!("cannot share the output pipe: {e}"))?;
+        let mut command = CommandWrap::with_new(spec.program, |c| {
+            c.args(&spec.args)
+                .current_dir(&spec.cwd)
+                .envs(spec.env.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::null())
+                .stdout(Stdio::from(writer))
+                .stderr(Stdio::from(writer_err));
+        });
+        backend.confine(&mut command)?;
+        command.wrap(ProcessSession).wrap(KillOnDrop);
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?;
+        // The command holds the pipe's write ends until it is dropped: without this the reader
+        // would never see the end of the output.
+        drop(command);
+        let receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+            .map_err(|e| format!("cannot read the output pipe: {e}"))?;
+        Ok((Self { child, exit: None }, receiver))
+    }
+
+    /// The leader's process id (also the group's id).
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Waits for the leader to exit.
+    pub async fn wait(&mut self) -> Exit {
+        if let Some(exit) = self.exit {
+            return exit;
+        }
+        let exit = match self.child.wait().await {
+            Ok(status) => Exit::from(status),
+            // The leader was already reaped: it is gone, how is not known.
+            Err(_) => Exit {
+                code: None,
+                signal: None,
+            },
+        };
+        self.exit = Some(exit);
+        exit
+    }
+
+    /// Sends `signal` to the whole group, and to every other process of the leader's session
+    /// (a job-control shell puts each pipeline in a group of its own). A group that is
+    /// already gone is not an error.
+    pub fn signal(&self, signal: i32) {
+        let _ = self.child.signal(signal);
+        if let Some(session) = self.child.id().and_then(|id| i32::try_from(id).ok()) {
+            signal_session(session, signal);
+        }
+    }
+
+    /// Starts `spec` on `backend` as the leader of a new session whose controlling terminal is
+    /// the pseudo-terminal `slave` (its stdin, stdout and stderr).
+    pub fn spawn_pty(
+        spec: Spawn<'_>,
+        backend: &dyn Backend,
+        slave: OwnedFd,
+    ) -> Result<Self, String> {
+        let dup = |fd: &OwnedFd| {
+            fd.try_clone()
+                .map_err(|e| format!("cannot share the terminal: {e}"))
+        };
+        let (stdin, stdout) = (dup(&slave)?, dup(&slave)?);
+        let mut command = CommandWrap::with_new(spec.program, |c| {
+            c.args(&spec.args)
+                .current_dir(&spec.cwd)
+                .envs(spec.env.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::from(stdin))
+                .stdout(Stdio::from(stdout))
+                .stderr(Stdio::from(slave));
+        });
+        backend.confine(&mut command)?;
+        command
+            .wrap(ProcessSession)
+            .wrap(ControllingTerminal)
+            .wrap(KillOnDrop);
+        let child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?;
+        drop(command);
+        Ok(Self { child, exit: None })
+    }
+
+    /// Terminate then wait: SIGTERM to the group, up to `grace` for the leader to exit, then
+    /// SIGKILL to the group; and SIGKILL again for members that outlived the leader.
+    pub async fn terminate(&mut self, grace: Duration) -> Exit {
+        if self.exit.is_none() {
+            self.signal(libc::SIGTERM);
+            if let Ok(exit) = tokio::time::timeout(grace, self.wait()).await {
+                self.signal(libc::SIGKILL);
+                return exit;
+            }
+        }
+        self.signal(libc::SIGKILL);
+        self.wait().await
+    }
+}
+
+/// Makes the child's stdin (a terminal) its controlling terminal; runs after `ProcessSession`
+/// made it a session leader.
+#[derive(Debug)]
+struct ControllingTerminal;
+
+impl process_wrap::tokio::CommandWrapper for ControllingTerminal {
+    fn pre_spawn(
+        &mut self,
+        command: &mut tokio::process::Command,
+        _core: &CommandWrap,
+    ) -> std::io::Result<()> {
+        // SAFETY: between fork and exec the closure makes one ioctl, which is
+        // async-signal-safe, and allocates nothing.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Sends `signal` to every process of session `session` (found through `/proc`), the leader's
+/// included.
+fn signal_session(session: i32, signal: i32) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: getsid and kill only read their integer arguments.
+        unsafe {
+            if libc::getsid(pid) == session {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+}

@@ -1,0 +1,767 @@
+//! The execution tools (`bash`, `job_output`, `job_list`, `job_kill`) on real processes, on
+//! both backends: the same behavioural suite runs on `local` and on `sandbox`, then what only
+//! the sandbox refuses, then a `run_code` program and the CLI.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use codemode_e2e::*;
+use codemode_exec::backend::{Backend, Local};
+use codemode_exec::jobs::JobLimits;
+use codemode_exec::sandbox::Sandbox;
+use codemode_exec::terminal::TerminalLimits;
+use codemode_exec::{Exec, ExecConfig};
+use codemode_runtime::signal::{AbortController, AbortSignal};
+use codemode_runtime::tools::{
+    AgentScope, RegistrationGuard, Registry, ToolExecutionInput, ToolExecutionResult,
+};
+use serde_json::Value;
+
+/// A fresh directory under the system's temporary directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(label: &str) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "codemode-exec-{label}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Self(dir.canonicalize().expect("canonical scratch"))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Local,
+    Sandbox,
+}
+
+struct Rig {
+    registry: Registry,
+    exec: Arc<Exec>,
+    root: Scratch,
+    _guard: RegistrationGuard,
+}
+
+/// A registry with the execution tools on `kind`, or `None` (said on stderr) when this kernel
+/// cannot enforce the sandbox; the refusal itself must then say why.
+fn rig(kind: Kind, config: ExecConfig) -> Option<Rig> {
+    let root = Scratch::new("root");
+    let backend: Arc<dyn Backend> = match kind {
+        Kind::Local => Arc::new(Local),
+        Kind::Sandbox => match Sandbox::new(&root.0) {
+            Ok(sandbox) => Arc::new(sandbox),
+            Err(message) => {
+                assert!(
+                    message.contains("cannot enforce the sandbox"),
+                    "an unclear refusal: {message}"
+                );
+                eprintln!("sandbox suite skipped on this kernel: {message}");
+                return None;
+            }
+        },
+    };
+    let exec = Exec::new(&root.0, backend, config).expect("exec runtime");
+    let registry = Registry::new();
+    let guard = codemode_exec::register(&registry, &exec).expect("register");
+    Some(Rig {
+        registry,
+        exec,
+        root,
+        _guard: guard,
+    })
+}
+
+impl Rig {
+    async fn call_with(
+        &self,
+        agent: &AgentScope,
+        tool: &str,
+        args: Value,
+        signal: AbortSignal,
+    ) -> Arc<ToolExecutionResult> {
+        self.registry
+            .execute(ToolExecutionInput::new("c", tool, args, signal).agent(agent))
+            .await
+    }
+
+    async fn call(&self, agent: &AgentScope, tool: &str, args: Value) -> Arc<ToolExecutionResult> {
+        self.call_with(agent, tool, args, AbortSignal::never())
+            .await
+    }
+
+    async fn bash(&self, agent: &AgentScope, command: &str) -> Value {
+        let result = self
+            .call(
+                agent,
+                "bash",
+                json!({"command": command, "description": "Test command"}),
+            )
+            .await;
+        assert!(!result.is_error(), "{command}: {}", result.text());
+        result.value().cloned().expect("a value")
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.root.0.join(name)
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+async fn read_pid(path: &Path) -> i32 {
+    for _ in 0..200 {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Ok(pid) = text.trim().parse() {
+                return pid;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{} never held a pid", path.display())
+}
+
+async fn gone(pid: i32) -> bool {
+    // A killed process may take a moment to be reaped by its new parent.
+    for _ in 0..100 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// The behaviour both backends must share.
+async fn shared_behaviour(kind: Kind) {
+    let Some(rig) = rig(kind, ExecConfig::default()) else {
+        return;
+    };
+    let agent = AgentScope::root();
+
+    // Output interleaved as produced, the exit code, and the content's last line.
+    let result = rig
+        .call(
+            &agent,
+            "bash",
+            json!({"command": "echo out; echo err 1>&2; echo out2; exit 3", "description": "Print and fail"}),
+        )
+        .await;
+    assert_eq!(
+        result.value(),
+        Some(
+            &json!({"output": "out\nerr\nout2\n", "exitCode": 3, "timedOut": false, "truncated": false})
+        )
+    );
+    assert_eq!(result.text(), "out\nerr\nout2\n[exit code: 3]");
+
+    // Nothing carries over between calls.
+    rig.bash(&agent, "export CARRIED=1; cd /").await;
+    let fresh = rig.bash(&agent, "echo \"[$CARRIED]\"; pwd").await;
+    assert_eq!(fresh["output"], format!("[]\n{}\n", rig.root.0.display()));
+
+    // The working directory stays inside the workspace.
+    std::fs::create_dir_all(rig.path("sub")).unwrap();
+    let outside = Scratch::new("outside");
+    std::os::unix::fs::symlink(&outside.0, rig.path("out")).unwrap();
+    let inside = rig
+        .call(
+            &agent,
+            "bash",
+            json!({"command": "pwd", "description": "Where", "workdir": "sub"}),
+        )
+        .await;
+    assert_eq!(
+        inside.value().and_then(|v| v["output"].as_str()),
+        Some(format!("{}\n", rig.path("sub").display()).as_str())
+    );
+    for escape in ["..", "sub/../..", "/tmp", "out", "missing"] {
+        let refused = rig
+            .call(
+                &agent,
+                "bash",
+                json!({"command": "pwd", "description": "Escape", "workdir": escape}),
+            )
+            .await;
+        assert!(refused.is_error(), "{escape}: {}", refused.text());
+    }
+
+    // A timeout kills the whole group, including a child left in the background.
+    let timed = rig
+        .call(
+            &agent,
+            "bash",
+            json!({"command": "sleep 30 & echo $! > bg.pid; sleep 30", "description": "Hang", "timeoutMs": 300}),
+        )
+        .await;
+    assert_eq!(
+        timed.value().map(|v| v["timedOut"].clone()),
+        Some(json!(true))
+    );
+    assert!(timed.text().contains("[timed out"), "{}", timed.text());
+    assert!(
+        gone(read_pid(&rig.path("bg.pid")).await).await,
+        "the group outlived its timeout"
+    );
+
+    // A finished command leaves nothing running behind it.
+    rig.bash(&agent, "sleep 30 & echo $! > left.pid").await;
+    assert!(
+        gone(read_pid(&rig.path("left.pid")).await).await,
+        "a detached child survived its call"
+    );
+
+    // Long output keeps its head and tail around a marker.
+    let long = rig
+        .bash(
+            &agent,
+            "head -c 200000 /dev/zero | tr '\\0' a; echo; echo end",
+        )
+        .await;
+    assert_eq!(long["truncated"], json!(true));
+    let text = long["output"].as_str().unwrap();
+    assert!(text.starts_with("aaaa") && text.ends_with("a\nend\n"));
+    assert!(text.contains("bytes of output omitted"), "{}", &text[..100]);
+
+    // A cancelled call stops its command.
+    let controller = AbortController::new();
+    let signal = controller.signal();
+    let cancelled = {
+        let call = rig.call_with(
+            &agent,
+            "bash",
+            json!({"command": "echo $$ > fg.pid; sleep 30", "description": "Hang"}),
+            signal,
+        );
+        tokio::pin!(call);
+        let pid_file = rig.path("fg.pid");
+        let pid = tokio::select! {
+            pid = read_pid(&pid_file) => pid,
+            _ = &mut call => panic!("the call ended by itself"),
+        };
+        controller.abort("stop");
+        let result = call.await;
+        assert!(gone(pid).await, "a cancelled command kept running");
+        result
+    };
+    assert!(cancelled.is_error());
+
+    jobs_behaviour(&rig).await;
+    terminals_behaviour(kind).await;
+}
+
+/// Reads a terminal until its output (from offset 0) contains `wanted`; returns it all.
+async fn read_until(rig: &Rig, agent: &AgentScope, id: &str, wanted: &str) -> String {
+    let mut seen = String::new();
+    for _ in 0..100 {
+        let read = rig
+            .call(
+                agent,
+                "terminal_read",
+                json!({"terminalId": id, "waitMs": 200}),
+            )
+            .await;
+        assert!(!read.is_error(), "{}", read.text());
+        seen.push_str(read.value().unwrap()["output"].as_str().unwrap());
+        if seen.contains(wanted) {
+            return seen;
+        }
+    }
+    panic!("{wanted:?} never appeared in {seen:?}")
+}
+
+async fn send(rig: &Rig, agent: &AgentScope, id: &str, input: &str) {
+    let sent = rig
+        .call(
+            agent,
+            "terminal_send",
+            json!({"terminalId": id, "input": input}),
+        )
+        .await;
+    assert!(!sent.is_error(), "{}", sent.text());
+}
+
+async fn terminals_behaviour(kind: Kind) {
+    let Some(rig) = rig(kind, ExecConfig::default()) else {
+        return;
+    };
+    let agent = AgentScope::root();
+    let other = AgentScope::root();
+    std::fs::create_dir_all(rig.path("sub")).unwrap();
+    let opened = rig
+        .call(
+            &agent,
+            "terminal_open",
+            json!({"cwd": "sub", "cols": 100, "rows": 30}),
+        )
+        .await;
+    assert!(!opened.is_error(), "{}", opened.text());
+    let id = opened.value().unwrap()["terminalId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // State lasts from one call to the next, on a real terminal.
+    send(&rig, &agent, &id, "export X=42\n").await;
+    send(&rig, &agent, &id, "echo x=$X; pwd; tty\n").await;
+    let seen = read_until(&rig, &agent, &id, "/dev/pts/").await;
+    assert!(seen.contains("x=42"), "{seen}");
+    assert!(
+        seen.contains(&format!("{}", rig.path("sub").display())),
+        "{seen}"
+    );
+
+    // A signal reaches the foreground program, and the shell goes on.
+    // The terminal echoes what is typed: `sl""ept` is printed as `slept` only when it runs.
+    send(
+        &rig,
+        &agent,
+        &id,
+        "(echo ready-\"\"sleep; exec sleep 30); echo sl\"\"ept\n",
+    )
+    .await;
+    read_until(&rig, &agent, &id, "ready-sleep").await;
+    let signalled = rig
+        .call(
+            &agent,
+            "terminal_signal",
+            json!({"terminalId": id, "signal": "SIGINT"}),
+        )
+        .await;
+    assert_eq!(
+        signalled.value(),
+        Some(&json!({"terminalId": id, "delivered": true}))
+    );
+    send(&rig, &agent, &id, "echo after-$X\n").await;
+    let seen = read_until(&rig, &agent, &id, "after-42").await;
+    assert!(!seen.contains("slept"), "{seen}");
+
+    // Another agent's id is unknown.
+    for (tool, args) in [
+        ("terminal_read", json!({"terminalId": id})),
+        (
+            "terminal_send",
+            json!({"terminalId": id, "input": "exit\n"}),
+        ),
+        (
+            "terminal_signal",
+            json!({"terminalId": id, "signal": "SIGKILL"}),
+        ),
+        ("terminal_close", json!({"terminalId": id})),
+    ] {
+        let refused = rig.call(&other, tool, args).await;
+        assert!(
+            refused.is_error() && refused.text().contains("unknown terminal"),
+            "{tool}: {}",
+            refused.text()
+        );
+    }
+    let theirs = rig.call(&other, "terminal_list", json!({})).await;
+    assert_eq!(theirs.value(), Some(&json!({"terminals": []})));
+    let mine = rig.call(&agent, "terminal_list", json!({})).await;
+    assert_eq!(
+        mine.value(),
+        Some(&json!({"terminals": [{"terminalId": id, "cwd": "sub", "running": true}]}))
+    );
+
+    // The scrollback is bounded: offset 0 gives what is left of it.
+    send(
+        &rig,
+        &agent,
+        &id,
+        "head -c 400000 /dev/zero | tr '\\0' c; echo; echo big-\"\"done\n",
+    )
+    .await;
+    read_until(&rig, &agent, &id, "big-done").await;
+    let all = rig
+        .call(
+            &agent,
+            "terminal_read",
+            json!({"terminalId": id, "offset": 0}),
+        )
+        .await;
+    let kept = all.value().unwrap()["output"].as_str().unwrap().len();
+    assert!(kept <= 256 * 1024, "{kept} bytes of scrollback");
+
+    // Closing ends everything in it.
+    send(&rig, &agent, &id, "sleep 30 & echo $! > term.pid\n").await;
+    let pid = read_pid(&rig.path("sub/term.pid")).await;
+    let closed = rig
+        .call(&agent, "terminal_close", json!({"terminalId": id}))
+        .await;
+    assert_eq!(
+        closed.value(),
+        Some(&json!({"terminalId": id, "closed": true}))
+    );
+    assert!(
+        gone(pid).await,
+        "a terminal's program outlived terminal_close"
+    );
+    let after = rig.call(&agent, "terminal_list", json!({})).await;
+    assert_eq!(after.value(), Some(&json!({"terminals": []})));
+
+    // Teardown closes what is left.
+    let opened = rig.call(&agent, "terminal_open", json!({})).await;
+    let id = opened.value().unwrap()["terminalId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    send(&rig, &agent, &id, "echo $$ > shell.pid\n").await;
+    let pid = read_pid(&rig.path("shell.pid")).await;
+    rig.exec.shutdown().await;
+    assert!(gone(pid).await, "teardown left a terminal's shell running");
+}
+
+async fn start_job(rig: &Rig, agent: &AgentScope, command: &str) -> String {
+    let started = rig
+        .call(
+            agent,
+            "bash",
+            json!({"command": command, "description": "Background", "run_in_background": true}),
+        )
+        .await;
+    assert!(!started.is_error(), "{}", started.text());
+    let value = started.value().unwrap();
+    assert_eq!(value["kind"], "background");
+    let id = value["jobId"].as_str().unwrap().to_owned();
+    assert_eq!(started.text(), format!("started background job {id}"));
+    id
+}
+
+/// Reads a job until it ends; returns everything it wrote and its last read.
+async fn drain(rig: &Rig, agent: &AgentScope, id: &str) -> (String, Value) {
+    let mut all = String::new();
+    loop {
+        let read = rig
+            .call(agent, "job_output", json!({"jobId": id, "waitMs": 2000}))
+            .await;
+        assert!(!read.is_error(), "{}", read.text());
+        let value = read.value().unwrap().clone();
+        all.push_str(value["output"].as_str().unwrap());
+        if value["running"] == json!(false) && value["output"] == "" {
+            return (all, value);
+        }
+    }
+}
+
+async fn jobs_behaviour(rig: &Rig) {
+    let agent = AgentScope::root();
+    let other = AgentScope::root();
+
+    // Output arrives incrementally and the exit code with the end.
+    let id = start_job(
+        rig,
+        &agent,
+        "for i in 1 2 3; do echo line$i; sleep 0.05; done; exit 4",
+    )
+    .await;
+    let (all, last) = drain(rig, &agent, &id).await;
+    assert_eq!(all, "line1\nline2\nline3\n");
+    assert_eq!(last["exitCode"], json!(4));
+    // Offset 0 re-reads what is retained.
+    let again = rig
+        .call(&agent, "job_output", json!({"jobId": id, "offset": 0}))
+        .await;
+    assert_eq!(again.value().unwrap()["output"], "line1\nline2\nline3\n");
+    let from = rig
+        .call(&agent, "job_output", json!({"jobId": id, "offset": 6}))
+        .await;
+    assert_eq!(from.value().unwrap()["output"], "line2\nline3\n");
+
+    // Another agent cannot see or touch it.
+    for (tool, args) in [
+        ("job_output", json!({"jobId": id})),
+        ("job_kill", json!({"jobId": id})),
+    ] {
+        let refused = rig.call(&other, tool, args).await;
+        assert!(
+            refused.is_error() && refused.text().contains("unknown job"),
+            "{}",
+            refused.text()
+        );
+    }
+    let listed = rig.call(&other, "job_list", json!({})).await;
+    assert_eq!(listed.value(), Some(&json!({"jobs": []})));
+
+    // Kill: the whole group, then `killed: false` for a job already ended.
+    let id = start_job(rig, &agent, "sleep 30 & echo $! > job.pid; sleep 30").await;
+    let pid = read_pid(&rig.path("job.pid")).await;
+    let killed = rig.call(&agent, "job_kill", json!({"jobId": id})).await;
+    assert_eq!(killed.value(), Some(&json!({"jobId": id, "killed": true})));
+    assert!(gone(pid).await, "job_kill left a group member running");
+    let twice = rig.call(&agent, "job_kill", json!({"jobId": id})).await;
+    assert_eq!(twice.value(), Some(&json!({"jobId": id, "killed": false})));
+    let list = rig.call(&agent, "job_list", json!({})).await;
+    let jobs = list.value().unwrap()["jobs"].as_array().unwrap().clone();
+    let entry = jobs
+        .iter()
+        .find(|j| j["jobId"] == id.as_str())
+        .expect("listed");
+    assert_eq!(entry["running"], json!(false));
+    assert_eq!(entry["command"], "sleep 30 & echo $! > job.pid; sleep 30");
+
+    // The starting call's cancellation does not kill a published job.
+    let controller = AbortController::new();
+    let started = rig
+        .call_with(
+            &agent,
+            "bash",
+            json!({"command": "echo $$ > pub.pid; sleep 30", "description": "Background", "run_in_background": true}),
+            controller.signal(),
+        )
+        .await;
+    controller.abort("the caller stopped waiting");
+    let pid = read_pid(&rig.path("pub.pid")).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(alive(pid), "a published job died with its call");
+    let id = started.value().unwrap()["jobId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // A call cancelled before it starts starts nothing.
+    let pre = rig
+        .call_with(
+            &agent,
+            "bash",
+            json!({"command": "echo $$ > pre.pid", "description": "Background", "run_in_background": true}),
+            AbortSignal::aborted_with("cancelled"),
+        )
+        .await;
+    assert!(pre.is_error());
+    assert!(!rig.path("pre.pid").exists());
+
+    // The owner's disposal ends its jobs.
+    rig.exec.jobs.dispose_owner(agent.id()).await;
+    assert!(gone(pid).await, "owner disposal left a job running");
+    let after = rig.call(&agent, "job_output", json!({"jobId": id})).await;
+    assert!(after.is_error());
+
+    // Output beyond the retained bytes waits for its reader instead of being lost.
+    let big = start_job(rig, &agent, "head -c 3000000 /dev/zero | tr '\\0' b").await;
+    let (all, last) = drain(rig, &agent, &big).await;
+    assert_eq!(all.len(), 3_000_000);
+    assert!(all.bytes().all(|b| b == b'b'));
+    assert_eq!(last["exitCode"], json!(0));
+
+    // Teardown ends what is left.
+    let id = start_job(rig, &agent, "echo $$ > last.pid; sleep 30").await;
+    let pid = read_pid(&rig.path("last.pid")).await;
+    rig.exec.shutdown().await;
+    assert!(gone(pid).await, "teardown left job {id} running");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_backend_runs_the_shared_suite() {
+    shared_behaviour(Kind::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_backend_runs_the_shared_suite() {
+    shared_behaviour(Kind::Sandbox).await;
+}
+
+#[tokio::test]
+async fn a_job_beyond_the_owners_limit_is_refused_and_its_process_ended() {
+    let config = ExecConfig {
+        jobs: JobLimits {
+            running_per_owner: 1,
+            ..JobLimits::default()
+        },
+        terminals: TerminalLimits {
+            per_owner: 1,
+            idle: Duration::from_millis(300),
+            ..TerminalLimits::default()
+        },
+        ..ExecConfig::default()
+    };
+    let rig = rig(Kind::Local, config).expect("local");
+    let agent = AgentScope::root();
+    start_job(&rig, &agent, "sleep 30").await;
+    let refused = rig
+        .call(
+            &agent,
+            "bash",
+            json!({"command": "echo $$ > second.pid; sleep 30", "description": "Second", "run_in_background": true}),
+        )
+        .await;
+    assert!(
+        refused.is_error() && refused.text().contains("already running"),
+        "{}",
+        refused.text()
+    );
+    if rig.path("second.pid").exists() {
+        assert!(gone(read_pid(&rig.path("second.pid")).await).await);
+    }
+
+    // One terminal per owner here; an idle one is closed to make room.
+    let first = rig.call(&agent, "terminal_open", json!({})).await;
+    let first = first.value().unwrap()["terminalId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let refused = rig.call(&agent, "terminal_open", json!({})).await;
+    assert!(
+        refused.is_error() && refused.text().contains("already open"),
+        "{}",
+        refused.text()
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let second = rig.call(&agent, "terminal_open", json!({})).await;
+    assert!(!second.is_error(), "{}", second.text());
+    let stale = rig
+        .call(&agent, "terminal_read", json!({"terminalId": first}))
+        .await;
+    assert!(stale.is_error() && stale.text().contains("unknown terminal"));
+    rig.exec.shutdown().await;
+}
+
+/// What only the sandbox refuses: a write outside the workspace and a TCP connection, both of
+/// which the local backend makes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_refuses_writes_outside_the_workspace_and_the_network() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().unwrap().port();
+    let outside = Scratch::new("target");
+    let agent = AgentScope::root();
+    for kind in [Kind::Local, Kind::Sandbox] {
+        let Some(rig) = rig(kind, ExecConfig::default()) else {
+            continue;
+        };
+        let file = outside.0.join(format!("{kind:?}"));
+        let write = rig
+            .bash(
+                &agent,
+                &format!("echo hi > {} && echo wrote", file.display()),
+            )
+            .await;
+        let inside = rig
+            .bash(
+                &agent,
+                "echo hi > here && cat here && echo tmp > \"$TMPDIR/t\" 2>&1 || echo notmp",
+            )
+            .await;
+        let connect = rig
+            .bash(
+                &agent,
+                &format!("(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo connected || echo refused"),
+            )
+            .await;
+        match kind {
+            Kind::Local => {
+                assert_eq!(write["output"], "wrote\n");
+                assert_eq!(connect["output"], "connected\n");
+            }
+            Kind::Sandbox => {
+                assert_eq!(write["exitCode"], json!(1), "{write}");
+                assert!(!file.exists(), "the sandbox wrote outside its workspace");
+                assert_eq!(connect["output"], "refused\n");
+            }
+        }
+        assert_eq!(inside["output"], "hi\n", "{kind:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_starts_a_background_job_polls_it_and_kills_it() {
+    let root = Scratch::new("program");
+    let exec = Exec::new(&root.0, Arc::new(Local), ExecConfig::default()).expect("exec");
+    let mut cm = harness::CodeMode::new();
+    cm.keep(codemode_exec::register(&cm.registry, &exec).expect("register"));
+    let result = cm
+        .run(
+            r#"
+const started = await tools.bash({ command: "echo $$ > job.pid; i=0; while true; do echo tick$i; i=$((i+1)); sleep 0.05; done", description: "Tick forever", run_in_background: true });
+let seen = "";
+let offset = 0;
+while (!seen.includes("tick3")) {
+  const read = await tools.job_output({ jobId: started.jobId, offset, waitMs: 1000 });
+  seen += read.output;
+  offset = read.offset;
+}
+const killed = await tools.job_kill({ jobId: started.jobId });
+const list = await tools.job_list({});
+return { kind: started.kind, first: seen.split("\n")[0], killed: killed.killed, running: list.jobs[0].running };
+"#,
+        )
+        .await;
+    assert!(!result.is_error(), "{}", result.text());
+    assert_eq!(
+        result.value().unwrap()["result"],
+        json!({"kind": "background", "first": "tick0", "killed": true, "running": false})
+    );
+    let pid = read_pid(&root.0.join("job.pid")).await;
+    assert!(gone(pid).await);
+}
+
+fn binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    dir.join(format!("codemode{}", std::env::consts::EXE_SUFFIX))
+}
+
+/// `codemode run --exec`: a job the program leaves running ends with the CLI.
+#[test]
+fn the_cli_leaves_no_process_behind() {
+    for backend in ["local", "sandbox"] {
+        let root = Scratch::new("cli");
+        let program = root.0.join("prog.ts");
+        std::fs::write(
+            &program,
+            "const job = await tools.bash({ command: 'echo $$ > job.pid; sleep 60', description: 'Sleep', run_in_background: true });\nawait tools.sleep({ ms: 200 });\nreturn job.kind;",
+        )
+        .unwrap();
+        let out = std::process::Command::new(binary())
+            .args(["run", "--json", "--exec", backend, "--root"])
+            .arg(&root.0)
+            .arg(&program)
+            .output()
+            .expect("codemode runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if backend == "sandbox" && stderr.contains("cannot enforce the sandbox") {
+            assert_eq!(out.status.code(), Some(2), "{stderr}");
+            continue;
+        }
+        let stdout: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{backend}: {stderr}"));
+        assert_eq!(stdout["result"], "background", "{backend}: {stdout}");
+        let pid: i32 = std::fs::read_to_string(root.0.join("job.pid"))
+            .expect("the job ran")
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(!alive(pid), "{backend}: the job outlived the CLI");
+    }
+}
+
+#[test]
+fn without_exec_the_tools_do_not_exist() {
+    let out = std::process::Command::new(binary())
+        .args(["sdk"])
+        .output()
+        .expect("codemode runs");
+    let sdk = String::from_utf8_lossy(&out.stdout);
+    assert!(!sdk.contains("bash"), "{sdk}");
+    let out = std::process::Command::new(binary())
+        .args(["sdk", "--exec"])
+        .output()
+        .expect("codemode runs");
+    let sdk = String::from_utf8_lossy(&out.stdout);
+    for tool in ["bash", "job_output", "job_list", "job_kill"] {
+        assert!(sdk.contains(tool), "{tool} missing from {sdk}");
+    }
+}
