@@ -135,6 +135,21 @@ async fn pipeline_sub_call(rt: &WasmCodeRuntime, calls: u32) -> Result<Duration,
         RunCodeConfig::default(),
     )
     .map_err(|e| e.to_string())?;
+    per_call_through_run_code(
+        &registry,
+        &format!("for (let i = 0; i < {calls}; i++) await tools.echo({{ i }});"),
+        calls,
+    )
+    .await
+}
+
+/// The median (of 5) per-call cost of `program`, a loop of `calls` calls through `run_code`
+/// and the pipeline, less the same loop without the calls.
+async fn per_call_through_run_code(
+    registry: &Registry,
+    program: &str,
+    calls: u32,
+) -> Result<Duration, String> {
     let agent = AgentScope::root();
     let run = |program: String| {
         let registry = registry.clone();
@@ -143,24 +158,21 @@ async fn pipeline_sub_call(rt: &WasmCodeRuntime, calls: u32) -> Result<Duration,
             let input = ToolExecutionInput::new(
                 "bench",
                 RUN_CODE_NAME,
-                json!({"code": program, "description": "Measure sub-calls"}),
+                json!({"code": program, "description": "Measure calls"}),
                 AbortSignal::never(),
             )
             .agent(&agent);
             let started = Instant::now();
             let result = registry.execute(input).await;
             if result.is_error() {
-                return Err(format!("pipeline bench failed: {}", result.text()));
+                return Err(format!("bench run failed: {}", result.text()));
             }
             Ok(started.elapsed())
         }
     };
     let mut samples = Vec::new();
     for _ in 0..5 {
-        let with_calls = run(format!(
-            "for (let i = 0; i < {calls}; i++) await tools.echo({{ i }});"
-        ))
-        .await?;
+        let with_calls = run(program.to_owned()).await?;
         let baseline = run(format!("for (let i = 0; i < {calls}; i++) ({{ i }});")).await?;
         samples.push(with_calls.saturating_sub(baseline) / calls);
     }
@@ -184,39 +196,14 @@ async fn bash_true(
         RunCodeConfig::default(),
     )
     .map_err(|e| e.to_string())?;
-    let agent = AgentScope::root();
-    let run = |program: String| {
-        let registry = registry.clone();
-        let agent = agent.clone();
-        async move {
-            let input = ToolExecutionInput::new(
-                "bench",
-                RUN_CODE_NAME,
-                json!({"code": program, "description": "Measure bash"}),
-                AbortSignal::never(),
-            )
-            .agent(&agent);
-            let started = Instant::now();
-            let result = registry.execute(input).await;
-            if result.is_error() {
-                return Err(format!("bash bench failed: {}", result.text()));
-            }
-            Ok(started.elapsed())
-        }
-    };
-    let calls = 20u32;
-    let mut samples = Vec::new();
-    for _ in 0..5 {
-        let with_calls = run(format!(
-            "for (let i = 0; i < {calls}; i++) await tools.bash({{ command: 'true', description: 'Nothing' }});"
-        ))
-        .await?;
-        let baseline = run(format!("for (let i = 0; i < {calls}; i++) ({{ i }});")).await?;
-        samples.push(with_calls.saturating_sub(baseline) / calls);
-    }
-    samples.sort();
+    let cost = per_call_through_run_code(
+        &registry,
+        "for (let i = 0; i < 20; i++) await tools.bash({ command: 'true', description: 'Nothing' });",
+        20,
+    )
+    .await;
     exec.shutdown().await;
-    Ok(percentile(&samples, 0.5))
+    cost
 }
 
 /// A namespace whose `hold` call parks until `release` flips, to keep instances alive.

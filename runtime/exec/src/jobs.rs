@@ -4,13 +4,12 @@
 //! them.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use tokio::sync::{oneshot, watch};
 
 use crate::stream::{Slice, Stream};
 use crate::subprocess::{Exit, Process};
+use crate::supervisor::{lock, remove_where, stop_all, supervise, StopWith, Supervised};
 
 /// Limits of the jobs runtime.
 #[derive(Clone, Debug)]
@@ -58,16 +57,13 @@ struct Job {
     owner: Owner,
     command: String,
     stream: Arc<Stream>,
-    /// `None` while running.
-    exit: watch::Receiver<Option<Exit>>,
-    /// Asks the job's supervisor to terminate it; answered with how it ended.
-    kill: Mutex<Option<oneshot::Sender<oneshot::Sender<Exit>>>>,
+    process: Supervised,
     sequence: u64,
 }
 
 impl Job {
     fn exit(&self) -> Option<Exit> {
-        *self.exit.borrow()
+        self.process.exit()
     }
 }
 
@@ -84,11 +80,6 @@ pub struct JobInfo {
 pub struct JobOutput {
     pub slice: Slice,
     pub exit: Option<Exit>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing panics while these locks are held; a poisoned lock still holds whole state.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Jobs {
@@ -133,48 +124,28 @@ impl Jobs {
         };
 
         let stream = Arc::new(Stream::new(self.limits.retained_bytes));
-        let (exit_tx, exit_rx) = watch::channel(None);
-        let (kill_tx, kill_rx) = oneshot::channel::<oneshot::Sender<Exit>>();
+        let pump = {
+            let stream = stream.clone();
+            tokio::spawn(async move { stream.pump(output).await })
+        };
         let job = Arc::new(Job {
             id: id.clone(),
             owner,
             command: command.to_owned(),
-            stream: stream.clone(),
-            exit: exit_rx,
-            kill: Mutex::new(Some(kill_tx)),
+            stream,
+            // Published: from here on only `kill`, the owner's disposal or teardown end it.
+            process: supervise(
+                process,
+                pump,
+                StopWith::Terminate,
+                self.limits.grace,
+                Duration::from_secs(1),
+            ),
             sequence,
         });
-        {
-            let mut state = lock(&self.state);
-            state.jobs.insert(id.clone(), job);
-            prune(&mut state, owner, self.limits.finished_per_owner);
-        }
-        let grace = self.limits.grace;
-        tokio::spawn(async move {
-            let pump = {
-                let stream = stream.clone();
-                tokio::spawn(async move { stream.pump(output).await })
-            };
-            let (exit, reply) = tokio::select! {
-                exit = process.wait() => (exit, None),
-                Ok(reply) = kill_rx => (process.terminate(grace).await, Some(reply)),
-            };
-            // Members of the group that outlived its leader go with it.
-            process.signal(libc::SIGKILL);
-            // The rest of the output is what the group wrote before it ended; a process that
-            // left the group and kept the pipe open is not waited for.
-            let mut pump = pump;
-            if tokio::time::timeout(Duration::from_secs(1), &mut pump)
-                .await
-                .is_err()
-            {
-                pump.abort();
-            }
-            let _ = exit_tx.send(Some(exit));
-            if let Some(reply) = reply {
-                let _ = reply.send(exit);
-            }
-        });
+        let mut state = lock(&self.state);
+        state.jobs.insert(id.clone(), job);
+        prune(&mut state, owner, self.limits.finished_per_owner);
         Ok(id)
     }
 
@@ -200,7 +171,7 @@ impl Jobs {
         let job = self.find(owner, id)?;
         let wait = wait.min(self.limits.max_wait);
         let deadline = tokio::time::Instant::now() + wait;
-        let mut exit = job.exit.clone();
+        let mut exit = job.process.exit_changes();
         loop {
             let notified = job.stream.notified();
             if job.stream.ready(offset) || job.exit().is_some() {
@@ -237,50 +208,20 @@ impl Jobs {
     /// Terminates a running job (terminate then wait). `Ok(false)` when it had already ended.
     pub async fn kill(&self, owner: Owner, id: &str) -> Result<bool, String> {
         let job = self.find(owner, id)?;
-        Ok(terminate(&job).await)
+        Ok(job.process.stop().await)
     }
 
     /// Terminates every job of `owner` and forgets them: the owner is gone.
     pub async fn dispose_owner(&self, owner: Owner) {
-        let jobs: Vec<Arc<Job>> = {
-            let mut state = lock(&self.state);
-            let ids: Vec<String> = state
-                .jobs
-                .values()
-                .filter(|j| j.owner == owner)
-                .map(|j| j.id.clone())
-                .collect();
-            ids.iter().filter_map(|id| state.jobs.remove(id)).collect()
-        };
-        futures::future::join_all(jobs.iter().map(|j| terminate(j))).await;
+        let jobs = remove_where(&mut lock(&self.state).jobs, |j| j.owner == owner);
+        stop_all(&jobs, |j| &j.process).await;
     }
 
     /// Terminates every job: the runtime is going away.
     pub async fn shutdown(&self) {
-        let jobs: Vec<Arc<Job>> = std::mem::take(&mut lock(&self.state).jobs)
-            .into_values()
-            .collect();
-        futures::future::join_all(jobs.iter().map(|j| terminate(j))).await;
+        let jobs = remove_where(&mut lock(&self.state).jobs, |_| true);
+        stop_all(&jobs, |j| &j.process).await;
     }
-}
-
-/// Terminates `job` if it runs; `true` when this call ended it.
-async fn terminate(job: &Job) -> bool {
-    let Some(kill) = lock(&job.kill).take() else {
-        // Another caller is ending it: wait for that.
-        let mut exit = job.exit.clone();
-        let _ = exit.wait_for(Option::is_some).await;
-        return false;
-    };
-    if job.exit().is_some() {
-        return false;
-    }
-    let (reply_tx, reply_rx) = oneshot::channel();
-    if kill.send(reply_tx).is_err() {
-        return false; // it ended on its own meanwhile
-    }
-    // An error: it ended on its own just before the request was seen.
-    reply_rx.await.is_ok()
 }
 
 /// Drops `owner`'s oldest finished jobs beyond `keep`.

@@ -15,6 +15,7 @@ pub mod jobs;
 pub mod sandbox;
 pub mod stream;
 pub mod subprocess;
+mod supervisor;
 pub mod terminal;
 pub mod workspace;
 

@@ -9,17 +9,17 @@ use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::sync::{oneshot, watch};
 
 use crate::jobs::Owner;
 use crate::stream::{Slice, Stream};
-use crate::subprocess::{Exit, Process, Spawn};
+use crate::subprocess::{Process, Spawn};
+use crate::supervisor::{lock, remove_where, stop_all, supervise, StopWith, Supervised};
 use crate::Exec;
 
 /// Limits of the terminals runtime.
@@ -71,8 +71,7 @@ struct Terminal {
     cwd: String,
     master: Arc<AsyncFd<OwnedFd>>,
     scrollback: Arc<Stream>,
-    exit: watch::Receiver<Option<Exit>>,
-    close: Mutex<Option<oneshot::Sender<oneshot::Sender<Exit>>>>,
+    shell: Supervised,
     used: Mutex<Instant>,
     sequence: u64,
 }
@@ -85,14 +84,9 @@ pub struct TerminalInfo {
     pub running: bool,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing panics while these locks are held; a poisoned lock still holds whole state.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Terminal {
     fn running(&self) -> bool {
-        self.exit.borrow().is_none()
+        self.shell.exit().is_none()
     }
 
     fn touch(&self) {
@@ -142,17 +136,10 @@ impl Terminals {
 
     /// Closes the terminals idle for longer than the limit.
     async fn close_idle(&self) {
-        let idle: Vec<Arc<Terminal>> = {
-            let mut state = lock(&self.state);
-            let ids: Vec<String> = state
-                .open
-                .values()
-                .filter(|t| lock(&t.used).elapsed() > self.limits.idle)
-                .map(|t| t.id.clone())
-                .collect();
-            ids.iter().filter_map(|id| state.open.remove(id)).collect()
-        };
-        futures::future::join_all(idle.iter().map(|t| close(t))).await;
+        let idle = remove_where(&mut lock(&self.state).open, |t| {
+            lock(&t.used).elapsed() > self.limits.idle
+        });
+        stop_all(&idle, |t| &t.shell).await;
     }
 
     /// Opens a terminal for `owner` in `cwd` (relative to the workspace).
@@ -209,8 +196,11 @@ impl Terminals {
                 .map_err(|e| format!("cannot watch the pseudo-terminal: {e}"))?,
         );
         let scrollback = Arc::new(Stream::scrollback(self.limits.scrollback_bytes));
-        let (exit_tx, exit_rx) = watch::channel(None);
-        let (close_tx, close_rx) = oneshot::channel::<oneshot::Sender<Exit>>();
+        let pump = {
+            let scrollback = scrollback.clone();
+            let reader = MasterReader(master.clone());
+            tokio::spawn(async move { scrollback.pump(reader).await })
+        };
         let (id, sequence) = {
             let mut state = lock(&self.state);
             state.next += 1;
@@ -220,23 +210,19 @@ impl Terminals {
             id: id.clone(),
             owner,
             cwd: cwd.filter(|c| !c.is_empty()).unwrap_or(".").to_owned(),
-            master: master.clone(),
-            scrollback: scrollback.clone(),
-            exit: exit_rx,
-            close: Mutex::new(Some(close_tx)),
+            master,
+            scrollback,
+            shell: supervise(
+                process,
+                pump,
+                StopWith::HangUp,
+                exec.config.grace,
+                Duration::from_millis(500),
+            ),
             used: Mutex::new(Instant::now()),
             sequence,
         });
         lock(&self.state).open.insert(id.clone(), terminal);
-        let grace = exec.config.grace;
-        tokio::spawn(supervise(
-            process,
-            MasterReader(master),
-            scrollback,
-            close_rx,
-            exit_tx,
-            grace,
-        ));
         Ok(id)
     }
 
@@ -333,7 +319,7 @@ impl Terminals {
     pub async fn close(&self, owner: Owner, id: &str) -> Result<(), String> {
         let terminal = self.find(owner, id)?;
         lock(&self.state).open.remove(id);
-        close(&terminal).await;
+        terminal.shell.stop().await;
         Ok(())
     }
 
@@ -354,25 +340,14 @@ impl Terminals {
 
     /// Closes every terminal of `owner`: the owner is gone.
     pub async fn dispose_owner(&self, owner: Owner) {
-        let closing: Vec<Arc<Terminal>> = {
-            let mut state = lock(&self.state);
-            let ids: Vec<String> = state
-                .open
-                .values()
-                .filter(|t| t.owner == owner)
-                .map(|t| t.id.clone())
-                .collect();
-            ids.iter().filter_map(|id| state.open.remove(id)).collect()
-        };
-        futures::future::join_all(closing.iter().map(|t| close(t))).await;
+        let closing = remove_where(&mut lock(&self.state).open, |t| t.owner == owner);
+        stop_all(&closing, |t| &t.shell).await;
     }
 
     /// Closes every terminal: the runtime is going away.
     pub async fn shutdown(&self) {
-        let closing: Vec<Arc<Terminal>> = std::mem::take(&mut lock(&self.state).open)
-            .into_values()
-            .collect();
-        futures::future::join_all(closing.iter().map(|t| close(t))).await;
+        let closing = remove_where(&mut lock(&self.state).open, |_| true);
+        stop_all(&closing, |t| &t.shell).await;
     }
 }
 
@@ -392,54 +367,4 @@ fn set_flags(master: &OwnedFd) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-async fn supervise(
-    mut process: Process,
-    reader: MasterReader,
-    scrollback: Arc<Stream>,
-    close: oneshot::Receiver<oneshot::Sender<Exit>>,
-    exit_tx: watch::Sender<Option<Exit>>,
-    grace: Duration,
-) {
-    let pump = {
-        let scrollback = scrollback.clone();
-        tokio::spawn(async move { scrollback.pump(reader).await })
-    };
-    let (exit, reply) = tokio::select! {
-        exit = process.wait() => (exit, None),
-        Ok(reply) = close => {
-            // An interactive shell ignores SIGTERM: hang up, as closing a terminal does.
-            process.signal(libc::SIGHUP);
-            let exit = match tokio::time::timeout(grace, process.wait()).await {
-                Ok(exit) => exit,
-                Err(_) => process.terminate(grace).await,
-            };
-            (exit, Some(reply))
-        }
-    };
-    process.signal(libc::SIGKILL);
-    let mut pump = pump;
-    if tokio::time::timeout(Duration::from_millis(500), &mut pump)
-        .await
-        .is_err()
-    {
-        pump.abort();
-    }
-    let _ = exit_tx.send(Some(exit));
-    if let Some(reply) = reply {
-        let _ = reply.send(exit);
-    }
-}
-
-async fn close(terminal: &Terminal) {
-    let Some(close) = lock(&terminal.close).take() else {
-        let mut exit = terminal.exit.clone();
-        let _ = exit.wait_for(Option::is_some).await;
-        return;
-    };
-    let (reply_tx, reply_rx) = oneshot::channel();
-    if close.send(reply_tx).is_ok() {
-        let _ = reply_rx.await;
-    }
 }
