@@ -11,6 +11,12 @@ pub trait Backend: Send + Sync + 'static {
     /// Prepares `command` (its environment, its confinement) before it is spawned.
     fn confine(&self, command: &mut CommandWrap) -> Result<(), String>;
 
+    /// Whether `confine` adds work between fork and exec, which rules out `posix_spawn` (such
+    /// a backend's processes then also get a session of their own, at no extra cost).
+    fn forks(&self) -> bool {
+        false
+    }
+
     /// One line for people: what this backend confines and what it does not.
     fn describe(&self) -> String;
 }

@@ -180,6 +180,10 @@ impl Backend for Sandbox {
         Ok(())
     }
 
+    fn forks(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> String {
         format!(
             "sandbox: writes only beneath the workspace and {} (Landlock); no TCP bind or connect (Landlock){}; reads and executes anything the user can; same user and environment",
