@@ -166,11 +166,6 @@ impl Stream {
         self.lock().closed
     }
 
-    /// Resolves at the next change (bytes, closing, or room).
-    pub async fn changed(&self) {
-        self.changed.notified().await;
-    }
-
     /// The notification a waiter registers before checking [`Stream::ready`], so that a change
     /// between the check and the wait is not missed.
     pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
@@ -225,20 +220,29 @@ mod tests {
         writer.write_all(b"0123456789abcdef").await.unwrap();
         drop(writer);
         // The pump stops at the cap until something is read.
-        while !stream.ready(Some(7)) {
-            stream.changed().await;
+        loop {
+            let notified = stream.notified();
+            if stream.ready(Some(7)) {
+                break;
+            }
+            notified.await;
         }
         let first = stream.read(None);
         assert_eq!(first.text, "01234567");
         let mut rest = String::new();
         loop {
-            let notified = stream.notified();
+            let closed = stream.closed();
             let slice = stream.read(None);
             rest.push_str(&slice.text);
-            if stream.closed() && !stream.ready(Some(slice.next)) {
+            if !slice.text.is_empty() {
+                continue;
+            }
+            if closed {
                 break;
             }
-            if slice.text.is_empty() {
+            // Registered after the read, which wakes every waiter registered before it.
+            let notified = stream.notified();
+            if !stream.ready(Some(slice.next)) {
                 notified.await;
             }
         }
