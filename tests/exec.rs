@@ -558,6 +558,27 @@ async fn jobs_behaviour(rig: &Rig) {
     assert!(all.bytes().all(|b| b == b'b'));
     assert_eq!(last["exitCode"], json!(0));
 
+    // A job that ends with more output than its buffer holds, read only later: the rest
+    // waited in the pipe, and `running` stays true until it is all read.
+    let slow = start_job(rig, &agent, "head -c 1060000 /dev/zero | tr '\\0' s").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let listed = rig.call(&agent, "job_list", json!({})).await;
+    let entry = listed.value().unwrap()["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["jobId"] == slow.as_str())
+        .cloned()
+        .expect("listed");
+    assert_eq!(
+        entry["running"],
+        json!(false),
+        "the process itself has ended"
+    );
+    let (all, last) = drain(rig, &agent, &slow).await;
+    assert_eq!(all.len(), 1_060_000);
+    assert_eq!(last["exitCode"], json!(0));
+
     // Teardown ends what is left.
     let id = start_job(rig, &agent, "echo $$ > last.pid; sleep 30").await;
     let pid = read_pid(&rig.path("last.pid")).await;

@@ -80,6 +80,8 @@ pub struct JobInfo {
 pub struct JobOutput {
     pub slice: Slice,
     pub exit: Option<Exit>,
+    /// The process has ended and all its output has been read: nothing more will come.
+    pub finished: bool,
 }
 
 impl Jobs {
@@ -132,10 +134,11 @@ impl Jobs {
             id: id.clone(),
             owner,
             command: command.to_owned(),
-            stream,
+            stream: stream.clone(),
             // Published: from here on only `kill`, the owner's disposal or teardown end it.
             process: supervise(
                 process,
+                stream.clone(),
                 pump,
                 StopWith::Terminate,
                 self.limits.grace,
@@ -171,23 +174,25 @@ impl Jobs {
         let job = self.find(owner, id)?;
         let wait = wait.min(self.limits.max_wait);
         let deadline = tokio::time::Instant::now() + wait;
-        let mut exit = job.process.exit_changes();
         loop {
             let notified = job.stream.notified();
-            if job.stream.ready(offset) || job.exit().is_some() {
+            // The stream closes once the process has ended and its output is in.
+            if job.stream.ready(offset) {
                 break;
             }
             tokio::select! {
                 () = notified => {}
-                _ = exit.changed() => {}
                 () = tokio::time::sleep_until(deadline) => break,
                 _ = signal.aborted() => break,
             }
         }
         let exit = job.exit();
+        let slice = job.stream.read(offset);
+        let finished = exit.is_some() && job.stream.ended_at(slice.next);
         Ok(JobOutput {
-            slice: job.stream.read(offset),
+            slice,
             exit,
+            finished,
         })
     }
 

@@ -277,7 +277,8 @@ fn job_output_tool(exec: Arc<Exec>) -> ToolDefinition {
                 Ok(json!({
                     "output": read.slice.text,
                     "offset": read.slice.next,
-                    "running": read.exit.is_none(),
+                    // Until its output is all read: a reader stops at `running: false`.
+                    "running": !read.finished,
                     "exitCode": read.exit.and_then(|e| e.code),
                 }))
             }

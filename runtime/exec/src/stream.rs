@@ -166,6 +166,24 @@ impl Stream {
         self.lock().closed
     }
 
+    /// Ends the stream where it is (its pump was stopped): readers stop waiting for more.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_waiters();
+    }
+
+    /// Whether the stream has ended and nothing lies past `offset`.
+    pub fn ended_at(&self, offset: u64) -> bool {
+        let state = self.lock();
+        state.closed && state.end() <= offset
+    }
+
+    /// Whether the pump waits for a reader to make room (unread bytes fill the cap).
+    pub fn waiting_for_reader(&self) -> bool {
+        let state = self.lock();
+        !state.lossy && !state.closed && state.unread() >= state.cap
+    }
+
     /// The notification a waiter registers before checking [`Stream::ready`], so that a change
     /// between the check and the wait is not missed.
     pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+use crate::stream::Stream;
 use crate::subprocess::{Exit, Process};
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -25,7 +26,8 @@ pub(crate) enum StopWith {
     HangUp,
 }
 
-type StopRequest = oneshot::Sender<Exit>;
+/// Answered `true` when the request ended the process, `false` when it had ended already.
+type StopRequest = oneshot::Sender<bool>;
 
 /// The handle to a supervised process.
 pub(crate) struct Supervised {
@@ -39,10 +41,6 @@ impl Supervised {
         *self.exit.borrow()
     }
 
-    pub(crate) fn exit_changes(&self) -> watch::Receiver<Option<Exit>> {
-        self.exit.clone()
-    }
-
     /// Stops the process (and waits until it has ended); `true` when this call ended it.
     pub(crate) async fn stop(&self) -> bool {
         let Some(stop) = lock(&self.stop).take() else {
@@ -51,60 +49,76 @@ impl Supervised {
             let _ = exit.wait_for(Option::is_some).await;
             return false;
         };
-        if self.exit().is_some() {
-            return false;
-        }
+        // Sent even when the process has ended: the request also ends the draining of its output.
         let (reply_tx, reply_rx) = oneshot::channel();
         if stop.send(reply_tx).is_err() {
-            return false; // it ended on its own meanwhile
+            return false; // its supervisor is done
         }
-        // An error: it ended on its own just before the request was seen.
-        reply_rx.await.is_ok()
+        reply_rx.await.unwrap_or(false)
     }
 }
 
-/// Hands `process` and its output `pump` to a supervisor task. When the process ends, or is
-/// stopped, the rest of its session is killed and its output drained for at most `drain` (a
-/// process that left the session may hold the output open forever).
+/// Hands `process` and the `pump` filling `output` to a supervisor task. When the process
+/// ends, or is stopped, the rest of its group is killed. Its output is then drained: as long
+/// as the pump waits for a reader to make room (what the process wrote is never dropped
+/// unread), or otherwise for at most `drain` (a process that left the group may hold the
+/// output open forever); a stop request ends the drain at once.
 pub(crate) fn supervise(
     mut process: Process,
+    output: Arc<Stream>,
     pump: JoinHandle<()>,
     stop_with: StopWith,
     grace: Duration,
     drain: Duration,
 ) -> Supervised {
     let (exit_tx, exit_rx) = watch::channel(None);
-    let (stop_tx, stop_rx) = oneshot::channel::<StopRequest>();
+    let (stop_tx, mut stop_rx) = oneshot::channel::<StopRequest>();
     tokio::spawn(async move {
-        let (exit, reply) = tokio::select! {
+        let (exit, mut reply) = tokio::select! {
             exit = process.wait() => (exit, None),
-            Ok(reply) = stop_rx => {
-                let exit = match stop_with {
-                    StopWith::Terminate => process.terminate(grace).await,
-                    StopWith::HangUp => {
-                        process.signal(libc::SIGHUP);
-                        match tokio::time::timeout(grace, process.wait()).await {
-                            Ok(exit) => exit,
-                            Err(_) => process.terminate(grace).await,
-                        }
-                    }
-                };
-                (exit, Some(reply))
+            Ok(reply) = &mut stop_rx => {
+                (stop(&mut process, stop_with, grace).await, Some((reply, true)))
             }
         };
         process.signal(libc::SIGKILL);
-        let mut pump = pump;
-        if tokio::time::timeout(drain, &mut pump).await.is_err() {
-            pump.abort();
-        }
         let _ = exit_tx.send(Some(exit));
-        if let Some(reply) = reply {
-            let _ = reply.send(exit);
+        let mut pump = pump;
+        loop {
+            tokio::select! {
+                _ = &mut pump => break,
+                Ok(late) = &mut stop_rx, if reply.is_none() => {
+                    reply = Some((late, false));
+                    break;
+                }
+                () = tokio::time::sleep(drain) => {
+                    if !output.waiting_for_reader() {
+                        break;
+                    }
+                }
+            }
+        }
+        pump.abort();
+        output.close();
+        if let Some((reply, ended_it)) = reply {
+            let _ = reply.send(ended_it);
         }
     });
     Supervised {
         exit: exit_rx,
         stop: Mutex::new(Some(stop_tx)),
+    }
+}
+
+async fn stop(process: &mut Process, stop_with: StopWith, grace: Duration) -> Exit {
+    match stop_with {
+        StopWith::Terminate => process.terminate(grace).await,
+        StopWith::HangUp => {
+            process.signal(libc::SIGHUP);
+            match tokio::time::timeout(grace, process.wait()).await {
+                Ok(exit) => exit,
+                Err(_) => process.terminate(grace).await,
+            }
+        }
     }
 }
 

@@ -211,9 +211,10 @@ impl Terminals {
             owner,
             cwd: cwd.filter(|c| !c.is_empty()).unwrap_or(".").to_owned(),
             master,
-            scrollback,
+            scrollback: scrollback.clone(),
             shell: supervise(
                 process,
+                scrollback.clone(),
                 pump,
                 StopWith::HangUp,
                 exec.config.grace,
