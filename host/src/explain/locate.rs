@@ -278,53 +278,51 @@ impl SiteFinder<'_> {
         }
     }
 
-    /// A pattern that destructures `source` (placed at the pattern's start), and the patterns
-    /// nested in it, whose sources are `source.key`.
-    fn destructure(&mut self, pat: &Pat, source: Option<String>) {
+    /// A destructuring pattern that destructures `source`, placed at the pattern's start.
+    fn pattern(&mut self, pat: &Pat, source: Option<String>) {
+        let (span, key) = match pat {
+            Pat::Object(object) => (
+                object.span,
+                object.props.iter().find_map(|prop| match prop {
+                    ObjectPatProp::KeyValue(kv) => self.key_text(&kv.key),
+                    ObjectPatProp::Assign(a) => Some(format!("'{}'", a.key.sym)),
+                    ObjectPatProp::Rest(_) => None,
+                }),
+            ),
+            Pat::Array(array) => (array.span, None),
+            _ => return,
+        };
+        if span.lo == self.at {
+            self.offer(span, Site::Destructure { key, source });
+        }
+    }
+
+    /// A declarator's pattern and the patterns nested in it, each with the path of what it
+    /// destructures (`r`, `r.data`, `r[0]`) while the path can be named.
+    fn declared_pattern(&mut self, pat: &Pat, source: Option<String>) {
+        self.pattern(pat, source.clone());
+        let Some(source) = source else {
+            return; // `visit_pat` offers the nested patterns, with no source.
+        };
         match pat {
             Pat::Object(object) => {
-                if object.span.lo == self.at {
-                    let key = object.props.iter().find_map(|prop| match prop {
-                        ObjectPatProp::KeyValue(kv) => self.key_text(&kv.key),
-                        ObjectPatProp::Assign(a) => Some(format!("'{}'", a.key.sym)),
-                        ObjectPatProp::Rest(_) => None,
-                    });
-                    self.offer(
-                        object.span,
-                        Site::Destructure {
-                            key,
-                            source: source.clone(),
-                        },
-                    );
-                }
                 for prop in &object.props {
                     if let ObjectPatProp::KeyValue(kv) = prop {
-                        let inner = source.as_ref().and_then(|s| match &kv.key {
-                            PropName::Ident(id) => Some(format!("{s}.{}", id.sym)),
+                        let inner = match &kv.key {
+                            PropName::Ident(id) => Some(format!("{source}.{}", id.sym)),
                             _ => None,
-                        });
-                        self.destructure(&kv.value, inner);
+                        };
+                        self.declared_pattern(&kv.value, inner);
                     }
                 }
             }
             Pat::Array(array) => {
-                if array.span.lo == self.at {
-                    self.offer(
-                        array.span,
-                        Site::Destructure {
-                            key: None,
-                            source: source.clone(),
-                        },
-                    );
-                }
                 for (i, elem) in array.elems.iter().enumerate() {
                     if let Some(elem) = elem {
-                        let inner = source.as_ref().map(|s| format!("{s}[{i}]"));
-                        self.destructure(elem, inner);
+                        self.declared_pattern(elem, Some(format!("{source}[{i}]")));
                     }
                 }
             }
-            Pat::Assign(assign) => self.destructure(&assign.left, None),
             _ => {}
         }
     }
@@ -462,16 +460,14 @@ impl Visit for SiteFinder<'_> {
 
     fn visit_var_declarator(&mut self, node: &swc_ecma_ast::VarDeclarator) {
         let source = node.init.as_deref().and_then(path_text);
-        self.destructure(&node.name, source);
+        self.declared_pattern(&node.name, source);
         node.visit_children_with(self);
     }
 
     fn visit_pat(&mut self, node: &Pat) {
-        // Parameters, catch bindings, for-of heads: what they destructure has no text here.
-        // (A declarator's patterns were offered with their sources first, and win a tie.)
-        if matches!(node, Pat::Object(_) | Pat::Array(_)) {
-            self.destructure(node, None);
-        }
+        // Every pattern, with no source (parameters, catch bindings, for-of heads, defaults):
+        // a declarator's patterns were offered with their sources first, and win a tie.
+        self.pattern(node, None);
         node.visit_children_with(self);
     }
 

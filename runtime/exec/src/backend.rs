@@ -16,9 +16,6 @@ pub trait Backend: Send + Sync + 'static {
     fn forks(&self) -> bool {
         false
     }
-
-    /// One line for people: what this backend confines and what it does not.
-    fn describe(&self) -> String;
 }
 
 /// Runs commands as codemode's own user, with its environment, anywhere it may write.
@@ -31,9 +28,5 @@ impl Backend for Local {
 
     fn confine(&self, _command: &mut CommandWrap) -> Result<(), String> {
         Ok(())
-    }
-
-    fn describe(&self) -> String {
-        "local: commands run as this user, with this environment; only the working directory is kept inside the workspace".to_owned()
     }
 }

@@ -92,10 +92,6 @@ impl Jobs {
         })
     }
 
-    pub fn limits(&self) -> &JobLimits {
-        &self.limits
-    }
-
     /// Publishes a started process as a job of `owner`. When the owner already has as many
     /// jobs running as allowed, the process is terminated and the publication refused.
     pub async fn publish(
@@ -173,19 +169,8 @@ impl Jobs {
     ) -> Result<JobOutput, String> {
         let job = self.find(owner, id)?;
         let wait = wait.min(self.limits.max_wait);
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            let notified = job.stream.notified();
-            // The stream closes once the process has ended and its output is in.
-            if job.stream.ready(offset) {
-                break;
-            }
-            tokio::select! {
-                () = notified => {}
-                () = tokio::time::sleep_until(deadline) => break,
-                _ = signal.aborted() => break,
-            }
-        }
+        // The stream closes once the process has ended and its output is in.
+        job.stream.wait_ready(offset, wait, signal).await;
         let exit = job.exit();
         let slice = job.stream.read(offset);
         let finished = exit.is_some() && job.stream.ended_at(slice.next);

@@ -183,16 +183,4 @@ impl Backend for Sandbox {
     fn forks(&self) -> bool {
         true
     }
-
-    fn describe(&self) -> String {
-        format!(
-            "sandbox: writes only beneath the workspace and {} (Landlock); no TCP bind or connect (Landlock){}; reads and executes anything the user can; same user and environment",
-            self.temp.display(),
-            if self.network_namespace {
-                "; an empty network namespace cuts every other protocol"
-            } else {
-                "; UDP and other protocols are not cut (no permission to create a network namespace)"
-            }
-        )
-    }
 }

@@ -184,6 +184,29 @@ impl Stream {
         !state.lossy && !state.closed && state.unread() >= state.cap
     }
 
+    /// Waits until bytes past `offset` exist or the stream ended, for at most `wait` and not
+    /// past `signal`.
+    pub async fn wait_ready(
+        &self,
+        offset: Option<u64>,
+        wait: std::time::Duration,
+        signal: &codemode_runtime::signal::AbortSignal,
+    ) {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            // Registered before the check, so that a change between the two is not missed.
+            let notified = self.notified();
+            if self.ready(offset) {
+                return;
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(deadline) => return,
+                _ = signal.aborted() => return,
+            }
+        }
+    }
+
     /// The notification a waiter registers before checking [`Stream::ready`], so that a change
     /// between the check and the wait is not missed.
     pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {

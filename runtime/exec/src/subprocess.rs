@@ -134,11 +134,6 @@ impl Process {
         ))
     }
 
-    /// The leader's process id (also the group's id).
-    pub fn id(&self) -> Option<u32> {
-        self.child.id()
-    }
-
     /// Waits for the leader to exit.
     pub async fn wait(&mut self) -> Exit {
         if let Some(exit) = self.exit {

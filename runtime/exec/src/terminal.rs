@@ -283,18 +283,8 @@ impl Terminals {
         signal: &codemode_runtime::signal::AbortSignal,
     ) -> Result<(Slice, bool), String> {
         let terminal = self.find(owner, id)?;
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            let notified = terminal.scrollback.notified();
-            if terminal.scrollback.ready(offset) || !terminal.running() {
-                break;
-            }
-            tokio::select! {
-                () = notified => {}
-                () = tokio::time::sleep_until(deadline) => break,
-                _ = signal.aborted() => break,
-            }
-        }
+        // The scrollback ends when the shell and everything holding the terminal have exited.
+        terminal.scrollback.wait_ready(offset, wait, signal).await;
         let exited = !terminal.running();
         Ok((terminal.scrollback.read(offset), exited))
     }

@@ -42,10 +42,6 @@ impl Workspace {
         Ok(Self { root })
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// Opens `workdir` (the workspace itself when `None` or empty).
     pub fn open(&self, workdir: Option<&str>) -> Result<WorkDir, String> {
         let root = Dir::open_ambient_dir(&self.root, ambient_authority())
