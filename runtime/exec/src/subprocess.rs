@@ -100,38 +100,73 @@ impl Process {
         let writer_err = writer
             .try_clone()
             .map_err(|e| format!("cannot share the output pipe: {e}"))?;
+        let stdio = [Stdio::null(), Stdio::from(writer), Stdio::from(writer_err)];
+        let process = Self::start(spec, backend, stdio, Leads::GroupOrSession)?;
+        let receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+            .map_err(|e| format!("cannot read the output pipe: {e}"))?;
+        Ok((process, receiver))
+    }
+
+    /// Starts `spec` on `backend` as the leader of a new session whose controlling terminal is
+    /// the pseudo-terminal `slave` (its stdin, stdout and stderr).
+    pub fn spawn_pty(
+        spec: Spawn<'_>,
+        backend: &dyn Backend,
+        slave: OwnedFd,
+    ) -> Result<Self, String> {
+        let dup = |fd: &OwnedFd| {
+            fd.try_clone()
+                .map_err(|e| format!("cannot share the terminal: {e}"))
+        };
+        let stdio = [
+            Stdio::from(dup(&slave)?),
+            Stdio::from(dup(&slave)?),
+            Stdio::from(slave),
+        ];
+        Self::start(spec, backend, stdio, Leads::TerminalSession)
+    }
+
+    fn start(
+        spec: Spawn<'_>,
+        backend: &dyn Backend,
+        [stdin, stdout, stderr]: [Stdio; 3],
+        leads: Leads,
+    ) -> Result<Self, String> {
         let mut command = CommandWrap::with_new(spec.program, |c| {
             c.args(&spec.args)
                 .current_dir(&spec.cwd)
                 .envs(spec.env.iter().map(|(k, v)| (k, v)))
-                .stdin(Stdio::null())
-                .stdout(Stdio::from(writer))
-                .stderr(Stdio::from(writer_err));
+                .stdin(stdin)
+                .stdout(stdout)
+                .stderr(stderr);
         });
         backend.confine(&mut command)?;
-        let session = backend.forks();
-        if session {
-            command.wrap(ProcessSession);
-        } else {
-            command.wrap(ProcessGroup::leader());
-        }
+        let session = match leads {
+            Leads::GroupOrSession if !backend.forks() => {
+                command.wrap(ProcessGroup::leader());
+                false
+            }
+            Leads::GroupOrSession => {
+                command.wrap(ProcessSession);
+                true
+            }
+            Leads::TerminalSession => {
+                command.wrap(ProcessSession).wrap(ControllingTerminal);
+                true
+            }
+        };
         command.wrap(KillOnDrop);
         let child = command
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?;
-        // The command holds the pipe's write ends until it is dropped: without this the reader
-        // would never see the end of the output.
+        // The command holds the parent's copies of the child's descriptors until it is
+        // dropped: without this a pipe's reader would never see the end of the output.
         drop(command);
-        let receiver = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
-            .map_err(|e| format!("cannot read the output pipe: {e}"))?;
-        Ok((
-            Self {
-                child,
-                exit: None,
-                session,
-            },
-            receiver,
-        ))
+        Ok(Self {
+            child,
+            exit: None,
+            session,
+        })
     }
 
     /// Waits for the leader to exit.
@@ -164,42 +199,6 @@ impl Process {
         }
     }
 
-    /// Starts `spec` on `backend` as the leader of a new session whose controlling terminal is
-    /// the pseudo-terminal `slave` (its stdin, stdout and stderr).
-    pub fn spawn_pty(
-        spec: Spawn<'_>,
-        backend: &dyn Backend,
-        slave: OwnedFd,
-    ) -> Result<Self, String> {
-        let dup = |fd: &OwnedFd| {
-            fd.try_clone()
-                .map_err(|e| format!("cannot share the terminal: {e}"))
-        };
-        let (stdin, stdout) = (dup(&slave)?, dup(&slave)?);
-        let mut command = CommandWrap::with_new(spec.program, |c| {
-            c.args(&spec.args)
-                .current_dir(&spec.cwd)
-                .envs(spec.env.iter().map(|(k, v)| (k, v)))
-                .stdin(Stdio::from(stdin))
-                .stdout(Stdio::from(stdout))
-                .stderr(Stdio::from(slave));
-        });
-        backend.confine(&mut command)?;
-        command
-            .wrap(ProcessSession)
-            .wrap(ControllingTerminal)
-            .wrap(KillOnDrop);
-        let child = command
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?;
-        drop(command);
-        Ok(Self {
-            child,
-            exit: None,
-            session: true,
-        })
-    }
-
     /// Terminate then wait: SIGTERM to the group, up to `grace` for the leader to exit, then
     /// SIGKILL to the group; and SIGKILL again for members that outlived the leader.
     pub async fn terminate(&mut self, grace: Duration) -> Exit {
@@ -213,6 +212,15 @@ impl Process {
         self.signal(libc::SIGKILL);
         self.wait().await
     }
+}
+
+/// What a started process leads.
+enum Leads {
+    /// A new process group, started with `posix_spawn`, or a session where the backend forks
+    /// anyway.
+    GroupOrSession,
+    /// A new session with a controlling terminal.
+    TerminalSession,
 }
 
 /// Makes the child's stdin (a terminal) its controlling terminal; runs after `ProcessSession`
