@@ -177,6 +177,7 @@ impl CodeMode {
                     error: run.result.error.clone(),
                     calls: Vec::new(),
                     hint: run.result.hint.clone(),
+                    paused: run.result.paused.clone(),
                 },
                 sub_calls: run.sub_calls.to_vec(),
             });

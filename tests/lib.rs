@@ -96,6 +96,7 @@ pub async fn run_on(
         program: program.into(),
         bindings,
         signal,
+        ..Default::default()
     })
     .await
     .expect("run resolves")

@@ -445,6 +445,7 @@ async fn misuse_is_rejected_not_resolved() {
                 program: "return 1".into(),
                 bindings: vec![namespace(global, vec![], None)],
                 signal: None,
+                ..Default::default()
             })
             .await;
         assert!(
@@ -460,6 +461,7 @@ async fn misuse_is_rejected_not_resolved() {
                 namespace("tools", vec![], None),
             ],
             signal: None,
+            ..Default::default()
         })
         .await;
     assert_eq!(
@@ -501,6 +503,7 @@ async fn dispose_aborts_in_flight_runs_waits_and_refuses_later_runs() {
             program: "return 1".into(),
             bindings: vec![],
             signal: None,
+            ..Default::default()
         })
         .await;
     let rejection = later.unwrap_err();

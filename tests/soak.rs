@@ -107,6 +107,7 @@ async fn a_storm_of_aborted_runs_and_a_dispose_end_with_one_outcome_each() {
                     ("slow", slow(300, json!(null))),
                 ])],
                 signal: Some(signal),
+                ..Default::default()
             };
             let run = rt.run(request);
             tokio::pin!(run);
@@ -143,6 +144,7 @@ async fn a_storm_of_aborted_runs_and_a_dispose_end_with_one_outcome_each() {
             program: "return 1".into(),
             bindings: vec![],
             signal: None,
+            ..Default::default()
         })
         .await;
     assert_eq!(late.unwrap_err(), RunRejection::Disposed);

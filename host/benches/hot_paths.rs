@@ -42,6 +42,7 @@ fn request(program: &str, bindings: Vec<BindingNamespace>) -> RunRequest {
         program: program.into(),
         bindings,
         signal: None,
+        ..Default::default()
     }
 }
 

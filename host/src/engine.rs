@@ -18,7 +18,7 @@ use wasmtime::{Config, Engine, Module};
 
 /// The guest module, built by `host/build/main.rs`.
 pub const GUEST_WASM: &[u8] = include_bytes!(env!("CODEMODE_GUEST_WASM"));
-const GUEST_SHA256: &str = env!("CODEMODE_GUEST_SHA256");
+pub(crate) const GUEST_SHA256: &str = env!("CODEMODE_GUEST_SHA256");
 
 /// One epoch tick. Wall-clock checks inside running wasm happen at this granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
@@ -238,8 +238,9 @@ fn cache_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("codemode"))
 }
 
-/// Bumped whenever what is cached changes meaning (now: the pre-initialised guest).
-const CACHE_FORMAT: &str = "preinit-2";
+/// Bumped whenever what is cached changes meaning (now: the pre-initialised guest with its
+/// mutable globals exported).
+const CACHE_FORMAT: &str = "preinit-3";
 
 fn cache_path(engine: &Engine) -> Option<PathBuf> {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();

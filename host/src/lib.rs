@@ -7,6 +7,7 @@
 mod bridge;
 pub mod builtins;
 pub mod config;
+pub mod durable;
 mod engine;
 mod explain;
 pub mod mcp;
@@ -15,6 +16,7 @@ mod runtime;
 pub mod strip;
 
 pub use config::{BudgetError, Budgets, FUEL_PER_MS};
+pub use durable::Durability;
 pub use engine::{module_from_disk_cache, on_guest_preparation};
 pub use engine::{EngineError, Interruption, GUEST_WASM};
 pub use run::RunMetrics;

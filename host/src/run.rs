@@ -6,7 +6,7 @@
 //! trap, abort or deadline settles the run and everything after it is ignored. A run never
 //! returns before every binding call it started has finished.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::pin::Pin;
@@ -15,8 +15,8 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use codemode_runtime::code::{
-    BindingFn, BindingNamespace, CallOutcome, CallRecord, FailureCause, FailureKind, RunFailure,
-    RunResult,
+    BindingFn, BindingNamespace, BindingRef, CallOutcome, CallRecord, FailureCause, FailureKind,
+    PausedRun, PendingCall, RunFailure, RunResult,
 };
 use codemode_runtime::json;
 use codemode_runtime::ledger::{fit_failure, overflow_message, Ledger};
@@ -28,6 +28,8 @@ use wasmtime::{InstancePre, Memory, ResourceLimiter, Store, Trap, UpdateDeadline
 
 use crate::bridge::wire;
 use crate::config::Budgets;
+use crate::durable::memory::Image;
+use crate::durable::{record, Durability};
 use crate::engine::Interruption;
 
 /// Fuel between cooperative yields of a busy guest (about 2 ms of compute).
@@ -148,6 +150,14 @@ struct OpenCall {
     argument_bytes: usize,
 }
 
+/// A call of a pausing binding: made by the program, not run, answered at a resume.
+struct PausingCall {
+    global: String,
+    name: String,
+    /// Lossless JSON text: kept as written, for the record and the pause report.
+    arguments: String,
+}
+
 struct MemoryLimiter {
     max: usize,
     hit: bool,
@@ -207,10 +217,15 @@ pub struct RunState {
     deadline: Instant,
     random_state: std::collections::hash_map::RandomState,
     random_counter: u64,
+    /// Bindings whose calls pause the run instead of running.
+    pause_on: BTreeSet<BindingRef>,
+    pausing: BTreeMap<u32, PausingCall>,
+    /// A timer due within this keeps the run waiting instead of pausing.
+    pause_threshold: std::time::Duration,
 }
 
 impl RunState {
-    fn new(
+    pub(crate) fn new(
         budgets: &Budgets,
         boot: Vec<u8>,
         bindings: Vec<BindingNamespace>,
@@ -244,6 +259,9 @@ impl RunState {
             deadline: started + budgets.wall(),
             random_state: Default::default(),
             random_counter: 0,
+            pause_on: BTreeSet::new(),
+            pausing: BTreeMap::new(),
+            pause_threshold: crate::durable::DEFAULT_PAUSE_THRESHOLD,
         }
     }
 
@@ -356,6 +374,21 @@ impl RunState {
         argument_bytes: usize,
     ) {
         self.open_call(id, global, name, argument_bytes);
+        let pauses = self
+            .pause_on
+            .iter()
+            .any(|b| b.global == global && b.name == name);
+        if pauses {
+            let arguments = json::to_string(&args);
+            json::drop_deep(args);
+            let call = PausingCall {
+                global: global.to_owned(),
+                name: name.to_owned(),
+                arguments,
+            };
+            self.pausing.insert(id, call);
+            return;
+        }
         let signal = self.call_controller.signal();
         // The call starts now (not when the program awaits it), so `Promise.all` overlaps.
         let future = f(args, signal);
@@ -460,6 +493,8 @@ enum Next {
     Deliver(Vec<u8>),
     Stop(Stop),
     NeverSettles,
+    /// Everything left to wait on is a pausing call.
+    Pause,
 }
 
 /// The run's two clocks, registered with tokio's timer once per run rather than once per event
@@ -485,6 +520,12 @@ impl Clocks {
 async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
     if let Some(frame) = state.ready.pop_front() {
         return Next::Deliver(frame);
+    }
+    if !state.pausing.is_empty() && state.in_flight.is_empty() {
+        let soon = Instant::now() + state.pause_threshold;
+        if state.timers.first().is_none_or(|(at, _)| *at > soon) {
+            return Next::Pause;
+        }
     }
     if state.in_flight.is_empty() && state.timers.is_empty() {
         return Next::NeverSettles;
@@ -605,6 +646,7 @@ fn finalize(
             error: None,
             calls,
             hint: None,
+            paused: None,
         },
         Outcome::Value(_) => {
             let mut message = overflow_message(max);
@@ -615,6 +657,7 @@ fn finalize(
                 error: Some(RunFailure::new(FailureKind::OutputLimit, message)),
                 calls,
                 hint: None,
+                paused: None,
             }
         }
         Outcome::Failure(mut failure) => {
@@ -628,6 +671,7 @@ fn finalize(
                 error: Some(failure),
                 calls,
                 hint: None,
+                paused: None,
             }
         }
     }
@@ -644,6 +688,13 @@ pub struct RunMetrics {
     pub total: std::time::Duration,
     /// Fuel the guest burned (see `FUEL_PER_MS`).
     pub fuel_consumed: u64,
+    /// Time spent writing a paused run down (diff, compression, the store's write).
+    pub pause: std::time::Duration,
+    /// Size of the record a pause wrote.
+    pub record_bytes: u64,
+    /// Time a resume spent before the guest ran: reading and checking the record, claiming it,
+    /// restoring memory and globals.
+    pub restore: std::time::Duration,
 }
 
 /// Waits for one of the engine's instance slots, within the run's wall budget and until its
@@ -668,44 +719,97 @@ async fn take_slot<'a>(
     }
 }
 
-/// Runs already-stripped JavaScript `program` in a fresh instance of `pre`, once one of the
-/// engine's `slots` is free.
+/// How a run begins.
+pub(crate) enum Start<'a> {
+    /// Evaluate this (already stripped) JavaScript.
+    Program(&'a str),
+    /// Continue a paused run from its record.
+    Resumed(Box<Resumed>),
+}
+
+/// A checked and claimed record, and the answers to deliver first.
+pub(crate) struct Resumed {
+    pub header: record::Header,
+    pub runs: Vec<u8>,
+    pub replies: Vec<(u32, Result<Value, String>)>,
+}
+
+/// What a run that may pause needs to write itself down.
+pub(crate) struct Keeping<'a> {
+    pub durability: &'a Durability,
+    pub image: Arc<Image>,
+    /// The TypeScript the model wrote, kept for positions in later failures.
+    pub program: &'a str,
+    pub pause_on: BTreeSet<BindingRef>,
+}
+
+/// Runs `start` in a fresh instance of `pre`, once one of the engine's `slots` is free.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn execute(
     interruption: Interruption,
     pre: &InstancePre<RunState>,
     slots: &Semaphore,
     budgets: &Budgets,
-    program: &str,
+    start: Start<'_>,
     bindings: Vec<BindingNamespace>,
     control: AbortSignal,
+    keeping: Option<Keeping<'_>>,
     metrics: &mut RunMetrics,
 ) -> RunResult {
-    let started = Instant::now();
+    let now = Instant::now();
+    let (program, mut resumed) = match start {
+        Start::Program(program) => (program, None),
+        Start::Resumed(resumed) => ("", Some(resumed)),
+    };
+    // A resumed run's clock starts where the pause stopped it: time paused does not count.
+    let spent = resumed.as_ref().map_or(std::time::Duration::ZERO, |r| {
+        std::time::Duration::from_nanos(r.header.wall_spent_ns)
+    });
+    let started = now.checked_sub(spent).unwrap_or(now);
     let _slot = match take_slot(slots, &control, started + budgets.wall(), budgets).await {
         Ok(permit) => permit,
         Err(failure) => return failure_before_start(failure, budgets),
     };
-    let namespaces: Vec<wire::Namespace<'_>> = bindings
-        .iter()
-        .map(|ns| wire::Namespace {
-            global: &ns.global,
-            names: ns.functions.keys().map(String::as_str).collect(),
-            error_class: ns
-                .error_class
-                .as_ref()
-                .map(|c| (c.name.as_str(), c.member_name_property.as_str())),
-        })
-        .collect();
-    let boot = wire::Boot {
-        program,
-        namespaces,
+    let boot = match resumed {
+        Some(_) => Vec::new(),
+        None => {
+            let namespaces: Vec<wire::Namespace<'_>> = bindings
+                .iter()
+                .map(|ns| wire::Namespace {
+                    global: &ns.global,
+                    names: ns.functions.keys().map(String::as_str).collect(),
+                    error_class: ns
+                        .error_class
+                        .as_ref()
+                        .map(|c| (c.name.as_str(), c.member_name_property.as_str())),
+                })
+                .collect();
+            wire::Boot {
+                program,
+                namespaces,
+            }
+            .encode()
+        }
+    };
+    let mut state = RunState::new(budgets, boot, bindings, control, started);
+    if let Some(keeping) = &keeping {
+        state.pause_on = keeping.pause_on.clone();
+        state.pause_threshold = keeping.durability.threshold();
     }
-    .encode();
-    let state = RunState::new(budgets, boot, bindings, control, started);
+    let mut fuel_before = 0;
+    if let Some(resumed) = resumed.as_deref_mut() {
+        fuel_before = resumed.header.fuel_spent;
+        state.restore(&resumed.header.host);
+        for (id, reply) in std::mem::take(&mut resumed.replies) {
+            state.pausing.remove(&id);
+            let frame = state.delivery_for(id, reply);
+            state.ready.push_back(frame);
+        }
+    }
     let mut store = Store::new(pre.module().engine(), state);
     store.limiter(|s| &mut s.limiter);
-    let fuel = budgets.fuel();
+    // Compute spent before a pause counts after it.
+    let fuel = budgets.fuel().saturating_sub(fuel_before);
     if interruption.fuel() {
         let configured = store
             .set_fuel(fuel)
@@ -725,12 +829,50 @@ pub(crate) async fn execute(
         });
     }
 
-    let driven = drive(&mut store, pre, budgets, metrics).await;
+    let driven = drive(&mut store, pre, budgets, metrics, resumed.as_deref()).await;
     if interruption.fuel() {
         metrics.fuel_consumed = fuel.saturating_sub(store.get_fuel().unwrap_or(0));
     }
-    if let Err(failure) = driven {
-        store.data_mut().settle(Outcome::Failure(failure));
+    let mut paused = None;
+    match driven {
+        Ok(Some(instance)) => {
+            // `drive` pauses only when the runtime keeps paused runs.
+            if let Some(keeping) = &keeping {
+                let spent = fuel_before + metrics.fuel_consumed;
+                let pausing = Instant::now();
+                match pause(&mut store, instance, keeping, budgets, spent).await {
+                    Ok((run, bytes)) => {
+                        metrics.pause = pausing.elapsed();
+                        metrics.record_bytes = bytes;
+                        paused = Some(run);
+                    }
+                    Err(message) => store.data_mut().settle(Outcome::Failure(
+                        RunFailure::new(FailureKind::WorkerExit, message)
+                            .with_cause(FailureCause::Trap),
+                    )),
+                }
+            }
+        }
+        Ok(None) => {}
+        Err(failure) => store.data_mut().settle(Outcome::Failure(failure)),
+    }
+    if let Some(paused) = paused {
+        let state = store.into_data();
+        let calls = state
+            .calls
+            .iter()
+            .enumerate()
+            .filter(|(slot, _)| !state.open_calls.values().any(|open| open.slot == *slot))
+            .map(|(_, record)| record.clone())
+            .collect();
+        return RunResult {
+            value: None,
+            logs: state.logs,
+            error: None,
+            calls,
+            hint: None,
+            paused: Some(paused),
+        };
     }
     if store.data().outcome.is_none() {
         let failure = failure_from_stop(&Stop::Settled, budgets);
@@ -769,6 +911,81 @@ pub(crate) async fn execute(
     )
 }
 
+/// Writes the paused run in `store` down and reports what it waits on.
+async fn pause(
+    store: &mut Store<RunState>,
+    instance: wasmtime::Instance,
+    keeping: &Keeping<'_>,
+    budgets: &Budgets,
+    fuel_spent: u64,
+) -> Result<(PausedRun, u64), String> {
+    use crate::durable::record::{GlobalValue, Header, SavedBudgets, SavedGlobal};
+    let memory = instance
+        .get_memory(&mut *store, "memory")
+        .ok_or("worker error: the sandbox module has no memory to keep")?;
+    let data = memory.data(&*store);
+    let memory_bytes = data.len() as u64;
+    let runs = crate::durable::memory::diff(&keeping.image.bytes, data);
+    let names: Vec<String> = instance
+        .module(&*store)
+        .exports()
+        .map(|e| e.name().to_owned())
+        .filter(|name| name.starts_with(crate::durable::globals::EXPORT_PREFIX))
+        .collect();
+    let mut globals = Vec::with_capacity(names.len());
+    for name in names {
+        let Some(global) = instance.get_global(&mut *store, &name) else {
+            continue;
+        };
+        let value = match global.get(&mut *store) {
+            wasmtime::Val::I32(x) => GlobalValue::I32(x),
+            wasmtime::Val::I64(x) => GlobalValue::I64(x),
+            wasmtime::Val::F32(x) => GlobalValue::F32(x),
+            wasmtime::Val::F64(x) => GlobalValue::F64(x),
+            _ => return Err(format!("worker error: global {name} cannot be kept")),
+        };
+        globals.push(SavedGlobal { name, value });
+    }
+    let state = store.data();
+    let header = Header {
+        run_id: crate::durable::new_run_id()?,
+        guest: crate::engine::GUEST_SHA256.to_owned(),
+        image: keeping.image.digest.clone(),
+        paused_at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        program: keeping.program.to_owned(),
+        budgets: SavedBudgets {
+            compute_ms: budgets.compute_ms,
+            wall_ms: budgets.wall_ms,
+            max_output_bytes: budgets.max_output_bytes,
+            memory_mb: budgets.memory_mb,
+        },
+        fuel_spent,
+        wall_spent_ns: state.started.elapsed().as_nanos() as u64,
+        memory_bytes,
+        globals,
+        host: state.host_state(),
+    };
+    let bytes = keeping.durability.keep(&header, &runs).await?;
+    let mut pending = Vec::with_capacity(header.host.pending.len());
+    for call in &header.host.pending {
+        // Written by `json::to_string` at the call: parses back.
+        let arguments = json::parse(call.arguments.as_bytes()).unwrap_or(Value::Null);
+        pending.push(PendingCall {
+            call_id: call.id.to_string(),
+            global: call.global.clone(),
+            name: call.name.clone(),
+            arguments,
+        });
+    }
+    let run = PausedRun {
+        run_id: header.run_id,
+        pending,
+    };
+    Ok((run, bytes))
+}
+
 /// Instantiates the guest and runs its event loop until the run settles. `Err` is the failure
 /// the host decided (a trap, a stop, a malformed guest); `Ok` means the run has its outcome.
 async fn drive(
@@ -776,7 +993,8 @@ async fn drive(
     pre: &InstancePre<RunState>,
     budgets: &Budgets,
     metrics: &mut RunMetrics,
-) -> Result<(), RunFailure> {
+    resumed: Option<&Resumed>,
+) -> Result<Option<wasmtime::Instance>, RunFailure> {
     let instantiating = Instant::now();
     let instance = pre.instantiate_async(&mut *store).await;
     metrics.instantiate = instantiating.elapsed();
@@ -802,20 +1020,28 @@ async fn drive(
     };
     let mut clocks = Clocks::new(store.data().deadline);
     let calls = store.data().in_flight.clone();
-    let mut status = alongside_calls(run.call_async(&mut *store, ()), &calls).await;
+    let mut status = match resumed {
+        None => alongside_calls(run.call_async(&mut *store, ()), &calls).await,
+        Some(resumed) => {
+            let restoring = Instant::now();
+            restore(store, instance, resumed, budgets)?;
+            metrics.restore += restoring.elapsed();
+            Ok(wire::STATUS_WAITING)
+        }
+    };
     loop {
         let code = match status {
             Ok(code) => code,
             Err(error) => {
                 if store.data().outcome.is_some() {
-                    return Ok(());
+                    return Ok(None);
                 }
                 let hit = store.data().limiter.hit;
                 return Err(failure_from_error(&error, budgets, hit));
             }
         };
         if store.data().outcome.is_some() {
-            return Ok(());
+            return Ok(None);
         }
         if code != wire::STATUS_WAITING {
             return Err(failure_from_stop(&Stop::Exit(0), budgets));
@@ -827,6 +1053,7 @@ async fn drive(
                 status = alongside_calls(deliver.call_async(&mut *store, len), &calls).await;
             }
             Next::Stop(stop) => return Err(failure_from_stop(&stop, budgets)),
+            Next::Pause => return Ok(Some(instance)),
             Next::NeverSettles => {
                 return Err(RunFailure::new(
                     FailureKind::Exception,
@@ -835,6 +1062,154 @@ async fn drive(
             }
         }
     }
+}
+
+/// Makes a fresh instance the paused run: its memory grown and written back, its globals set.
+fn restore(
+    store: &mut Store<RunState>,
+    instance: wasmtime::Instance,
+    resumed: &Resumed,
+    budgets: &Budgets,
+) -> Result<(), RunFailure> {
+    use crate::durable::record::GlobalValue;
+    let broken = |why: &str| {
+        RunFailure::new(
+            FailureKind::WorkerExit,
+            format!("worker error: the paused run could not be restored: {why}"),
+        )
+        .with_cause(FailureCause::Trap)
+    };
+    let memory = instance
+        .get_memory(&mut *store, "memory")
+        .ok_or_else(|| broken("the sandbox module has no memory"))?;
+    let target = usize::try_from(resumed.header.memory_bytes).unwrap_or(usize::MAX);
+    let current = memory.data_size(&*store);
+    let page = 1usize << 16;
+    if target < current || target % page != 0 {
+        return Err(broken("the record's memory size does not fit this guest"));
+    }
+    let grow = ((target - current) / page) as u64;
+    if grow > 0 && memory.grow(&mut *store, grow).is_err() {
+        if store.data().limiter.hit {
+            return Err(failure_from_stop(&Stop::Memory, budgets));
+        }
+        return Err(broken("its memory could not be grown"));
+    }
+    crate::durable::memory::apply(&resumed.runs, memory.data_mut(&mut *store))
+        .map_err(|why| broken(&why))?;
+    for saved in &resumed.header.globals {
+        let global = instance
+            .get_global(&mut *store, &saved.name)
+            .ok_or_else(|| broken(&format!("the guest has no global {}", saved.name)))?;
+        let value = match saved.value {
+            GlobalValue::I32(x) => wasmtime::Val::I32(x),
+            GlobalValue::I64(x) => wasmtime::Val::I64(x),
+            GlobalValue::F32(x) => wasmtime::Val::F32(x),
+            GlobalValue::F64(x) => wasmtime::Val::F64(x),
+        };
+        global
+            .set(&mut *store, value)
+            .map_err(|e| broken(&format!("global {}: {e}", saved.name)))?;
+    }
+    Ok(())
+}
+
+impl RunState {
+    /// The host's side of a run that is pausing, for its record.
+    fn host_state(&self) -> record::HostState {
+        let now = Instant::now();
+        let pending = self
+            .pausing
+            .iter()
+            .map(|(id, call)| {
+                let open = self.open_calls.get(id);
+                record::SavedCall {
+                    id: *id,
+                    slot: open.map_or(usize::MAX, |o| o.slot),
+                    argument_bytes: open.map_or(0, |o| o.argument_bytes),
+                    global: call.global.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                }
+            })
+            .collect();
+        let timers = self
+            .timer_deadlines
+            .iter()
+            .map(|(id, at)| record::SavedTimer {
+                id: *id,
+                remaining_ns: at.saturating_duration_since(now).as_nanos() as u64,
+            })
+            .collect();
+        record::HostState {
+            next_call_id: self.next_call_id,
+            calls: self.calls.clone(),
+            pending,
+            timers,
+            ledger: self.ledger.clone(),
+            logs: self.logs.clone(),
+            pause_on: self.pause_on.clone(),
+        }
+    }
+
+    /// Takes up a paused run's host side; its timers count their remaining time from now.
+    fn restore(&mut self, host: &record::HostState) {
+        let now = Instant::now();
+        self.next_call_id = host.next_call_id;
+        self.calls = host.calls.clone();
+        self.ledger = host.ledger.clone();
+        self.logs = host.logs.clone();
+        self.pause_on.extend(host.pause_on.iter().cloned());
+        for call in &host.pending {
+            self.open_calls.insert(
+                call.id,
+                OpenCall {
+                    slot: call.slot,
+                    argument_bytes: call.argument_bytes,
+                },
+            );
+            self.argument_bytes_in_flight += call.argument_bytes;
+            self.pausing.insert(
+                call.id,
+                PausingCall {
+                    global: call.global.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                },
+            );
+        }
+        for timer in &host.timers {
+            let at = now + std::time::Duration::from_nanos(timer.remaining_ns);
+            self.arm_timer(timer.id, at);
+        }
+    }
+}
+
+/// The linear memory a fresh instance of `pre` starts with. Runs no guest code; takes the
+/// pool's spare slot (the one pre-initialisation used) for a moment.
+pub(crate) async fn pristine_memory(
+    pre: &InstancePre<RunState>,
+    interruption: Interruption,
+) -> Result<Vec<u8>, String> {
+    let state = RunState::new(
+        &Budgets::default(),
+        Vec::new(),
+        Vec::new(),
+        AbortSignal::never(),
+        Instant::now(),
+    );
+    let mut store = Store::new(pre.module().engine(), state);
+    if interruption.fuel() {
+        store.set_fuel(0).map_err(|e| format!("{e:#}"))?;
+    }
+    let instance = pre
+        .instantiate_async(&mut store)
+        .await
+        .map_err(|e| format!("the sandbox could not be instantiated: {e:#}"))?;
+    let memory = instance
+        .get_memory(&mut store, "memory")
+        .ok_or("the sandbox module has no memory")?;
+    Ok(memory.data(&store).to_vec())
 }
 
 /// Reads a pre-initialising instance's state for the snapshot.
@@ -913,5 +1288,8 @@ pub(crate) fn preinitialize(
         store: &mut store,
         instance,
     };
-    futures::executor::block_on(wizer.snapshot(&cx, &mut state)).map_err(|e| format!("{e:#}"))
+    let snapshot =
+        futures::executor::block_on(wizer.snapshot(&cx, &mut state)).map_err(|e| format!("{e:#}"))?;
+    // The same pipeline makes the mutable globals reachable, for pausing runs.
+    crate::durable::globals::export_mutable_globals(&snapshot)
 }

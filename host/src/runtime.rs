@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use codemode_runtime::code::{
-    validate_bindings, BoxFuture, CodeRuntime, FailureKind, RunFailure, RunRejection, RunRequest,
-    RunResult,
+    validate_bindings, BoxFuture, CodeRuntime, FailureKind, Resume, RunFailure, RunRejection,
+    RunRequest, RunResult,
 };
 use codemode_runtime::signal::{AbortController, AbortSignal};
 use tokio::sync::Notify;
@@ -14,9 +14,12 @@ use wasmtime::{InstancePre, Module};
 
 use crate::bridge::imports;
 use crate::config::{BudgetError, Budgets};
+use crate::durable::memory::Image;
+use crate::durable::record::Header;
+use crate::durable::Durability;
 use crate::engine::{self, EngineError, Interruption};
 use crate::explain;
-use crate::run::{self, RunMetrics, RunState};
+use crate::run::{self, Keeping, Resumed, RunMetrics, RunState, Start};
 use crate::strip::strip_types_async;
 
 /// Why a runtime could not be built.
@@ -41,6 +44,10 @@ struct Inner {
     dispose: AbortController,
     live: Mutex<usize>,
     drained: Notify,
+    /// Where paused runs are kept; without it requests that pause or resume are refused.
+    durability: Mutex<Option<Durability>>,
+    /// The memory a fresh instance starts with: what a paused run's pages are compared with.
+    image: tokio::sync::OnceCell<Arc<Image>>,
 }
 
 /// Runs TypeScript programs, each in a brand-new wasm instance, under the runtime's budgets.
@@ -123,8 +130,40 @@ impl WasmCodeRuntime {
                 dispose: AbortController::new(),
                 live: Mutex::new(0),
                 drained: Notify::new(),
+                durability: Mutex::new(None),
+                image: tokio::sync::OnceCell::new(),
             }),
         }
+    }
+
+    /// Keeps paused runs with `durability`: requests may then name pausing bindings
+    /// (`RunRequest::pause_on`) and resume paused runs (`RunRequest::resume`). Replaces any
+    /// earlier setting for runs that start afterwards.
+    pub fn keep_paused_runs(&self, durability: Durability) {
+        *self
+            .inner
+            .durability
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(durability);
+    }
+
+    /// [`WasmCodeRuntime::keep_paused_runs`], as a builder.
+    pub fn with_durability(self, durability: Durability) -> Self {
+        self.keep_paused_runs(durability);
+        self
+    }
+
+    async fn image(&self) -> Result<Arc<Image>, String> {
+        let inner = &self.inner;
+        inner
+            .image
+            .get_or_try_init(|| async {
+                run::pristine_memory(&inner.pre, inner.interruption)
+                    .await
+                    .map(|bytes| Arc::new(Image::new(bytes)))
+            })
+            .await
+            .cloned()
     }
 
     /// The budgets every run of this runtime gets.
@@ -165,6 +204,21 @@ impl WasmCodeRuntime {
         }
         let _guard = LiveGuard(inner.clone());
         let budgets = &inner.budgets;
+        let durability = inner
+            .durability
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let pauses = !request.pause_on.is_empty() || request.resume.is_some();
+        let durability = match durability {
+            Some(durability) => Some(durability),
+            None if pauses => {
+                return Err(RunRejection::Pause(
+                    "this runtime keeps no paused runs: give it a state store (WasmCodeRuntime::keep_paused_runs; --state on the CLI)".into(),
+                ))
+            }
+            None => None,
+        };
         let mut sources = vec![inner.dispose.signal()];
         sources.extend(request.signal.iter().cloned());
         let control = AbortSignal::any(&sources);
@@ -174,6 +228,16 @@ impl WasmCodeRuntime {
                 budgets,
             ));
         }
+        let durability = durability.filter(|_| pauses);
+        if let (Some(durability), Some(resume)) = (&durability, request.resume.clone()) {
+            return self
+                .resume(durability, resume, request, control, metrics)
+                .await;
+        }
+        let image = match &durability {
+            Some(_) => Some(self.image().await.map_err(RunRejection::Pause)?),
+            None => None,
+        };
         let stripping = Instant::now();
         // A large program is parsed off this worker; the wait ends with the run's abort or its
         // wall clock like any other wait.
@@ -207,14 +271,21 @@ impl WasmCodeRuntime {
             .iter()
             .map(|ns| (ns.global.clone(), ns.functions.keys().cloned().collect()))
             .collect();
+        let keeping = durability.as_ref().zip(image).map(|(durability, image)| Keeping {
+            durability,
+            image,
+            program: &request.program,
+            pause_on: request.pause_on.clone(),
+        });
         let mut result = run::execute(
             inner.interruption,
             &inner.pre,
             &inner.slots,
             budgets,
-            &program,
+            Start::Program(&program),
             request.bindings,
             control,
+            keeping,
             metrics,
         )
         .await;
@@ -227,6 +298,112 @@ impl WasmCodeRuntime {
         .await;
         Ok(result)
     }
+}
+
+impl WasmCodeRuntime {
+    /// Continues a paused run: its record checked, claimed, restored and answered. Everything
+    /// that can refuse the resume happens before the claim, so a refused resume leaves the run
+    /// resumable.
+    async fn resume(
+        &self,
+        durability: &Durability,
+        resume: Resume,
+        request: RunRequest,
+        control: AbortSignal,
+        metrics: &mut RunMetrics,
+    ) -> Result<RunResult, RunRejection> {
+        let inner = &self.inner;
+        let restoring = Instant::now();
+        let image = self.image().await.map_err(RunRejection::Pause)?;
+        let (header, runs) = durability
+            .load(&resume.run_id, engine::GUEST_SHA256, &image.digest)
+            .await
+            .map_err(RunRejection::Pause)?;
+        let replies = match_replies(&header, resume.replies)?;
+        durability
+            .claim(&resume.run_id)
+            .await
+            .map_err(RunRejection::Pause)?;
+        metrics.restore = restoring.elapsed();
+        // The run keeps the budgets it started with.
+        let budgets = Budgets {
+            compute_ms: header.budgets.compute_ms,
+            wall_ms: header.budgets.wall_ms,
+            max_output_bytes: header.budgets.max_output_bytes,
+            memory_mb: header.budgets.memory_mb,
+        };
+        let program = header.program.clone();
+        let vocabulary: explain::Vocabulary = request
+            .bindings
+            .iter()
+            .map(|ns| (ns.global.clone(), ns.functions.keys().cloned().collect()))
+            .collect();
+        let keeping = Keeping {
+            durability,
+            image,
+            program: &program,
+            pause_on: request.pause_on,
+        };
+        let resumed = Resumed {
+            header,
+            runs,
+            replies,
+        };
+        let mut result = run::execute(
+            inner.interruption,
+            &inner.pre,
+            &inner.slots,
+            &budgets,
+            Start::Resumed(Box::new(resumed)),
+            request.bindings,
+            control,
+            Some(keeping),
+            metrics,
+        )
+        .await;
+        explain::explain(&program, vocabulary, &mut result, budgets.max_output_bytes).await;
+        Ok(result)
+    }
+}
+
+/// The answers by the guest's call ids; every one must name a distinct pending call.
+fn match_replies(
+    header: &Header,
+    replies: Vec<(String, Result<serde_json::Value, String>)>,
+) -> Result<Vec<(u32, Result<serde_json::Value, String>)>, RunRejection> {
+    let waiting = || {
+        header
+            .host
+            .pending
+            .iter()
+            .map(|call| format!("{} ({}.{})", call.id, call.global, call.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut matched = Vec::with_capacity(replies.len());
+    for (call_id, reply) in replies {
+        let Some(call) = header
+            .host
+            .pending
+            .iter()
+            .find(|call| call.id.to_string() == call_id)
+        else {
+            return Err(RunRejection::Pause(format!(
+                "run {} has no pending call \"{}\"; it waits on {}",
+                header.run_id,
+                call_id.escape_debug(),
+                waiting()
+            )));
+        };
+        if matched.iter().any(|(id, _)| *id == call.id) {
+            return Err(RunRejection::Pause(format!(
+                "call {call_id} of run {} is answered twice",
+                header.run_id
+            )));
+        }
+        matched.push((call.id, reply));
+    }
+    Ok(matched)
 }
 
 impl CodeRuntime for WasmCodeRuntime {

@@ -64,14 +64,76 @@ impl fmt::Debug for BindingNamespace {
 
 /// One program to run. There are deliberately no tuning knobs here: budgets are the runtime's
 /// configuration.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunRequest {
-    /// The body of an async TypeScript function (top-level `await` and `return` work).
+    /// The body of an async TypeScript function (top-level `await` and `return` work). Unused
+    /// when the request resumes a paused run.
     pub program: String,
     /// The namespaces the program can call, checked by [`validate_bindings`].
     pub bindings: Vec<BindingNamespace>,
     /// Fires to abort the run; the result is then a failure of kind `abort` with its reason.
     pub signal: Option<AbortSignal>,
+    /// Binding functions that *pause* the run instead of running: a call of one is not made
+    /// but left pending, and once everything else the program waits on is one of them, the run
+    /// stops with [`RunResult::paused`] for its caller to answer later. A runtime that cannot
+    /// keep paused runs refuses a request naming any with [`RunRejection::Pause`].
+    pub pause_on: BTreeSet<BindingRef>,
+    /// Continue the paused run this names instead of starting `program`.
+    pub resume: Option<Resume>,
+}
+
+/// One binding function, `global.name`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct BindingRef {
+    /// The namespace's global, e.g. `tools`.
+    pub global: String,
+    /// The member, e.g. `approve`.
+    pub name: String,
+}
+
+impl BindingRef {
+    /// `global.name`.
+    pub fn new(global: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            global: global.into(),
+            name: name.into(),
+        }
+    }
+}
+
+/// The answers a paused run is resumed with.
+#[derive(Debug, Clone, Default)]
+pub struct Resume {
+    /// The run id [`PausedRun::run_id`] gave.
+    pub run_id: String,
+    /// Answers to pending calls by [`PendingCall::call_id`]: a value the call resolves with,
+    /// or a message it rejects with. Calls left unanswered stay pending; the run pauses again
+    /// when it has nothing else to wait on.
+    pub replies: Vec<(String, Result<Value, String>)>,
+}
+
+/// A run that stopped at pausing calls and was written down to be resumed later.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PausedRun {
+    /// Names the record; pass it in [`Resume::run_id`]. A record is resumed at most once.
+    pub run_id: String,
+    /// The calls the run waits on, in the order the program made them.
+    pub pending: Vec<PendingCall>,
+}
+
+/// One call a paused run waits on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingCall {
+    /// Answers name the call by this id.
+    pub call_id: String,
+    /// The namespace's global.
+    pub global: String,
+    /// The member called (for `tools`, the tool's name).
+    pub name: String,
+    /// What the program passed.
+    pub arguments: Value,
 }
 
 /// What a run produced. `value` is absent when the run failed or returned `undefined`.
@@ -94,6 +156,10 @@ pub struct RunResult {
     /// ledger, and the run is the same with or without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// Set when the run paused instead of finishing (`value` and `error` are then absent):
+    /// `logs` holds what it printed so far, and the run continues with a [`Resume`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<PausedRun>,
 }
 
 /// How one binding call ended, seen from the run.
@@ -242,6 +308,11 @@ pub enum RunRejection {
     /// The request's bindings failed [`validate_bindings`]; holds the reason.
     #[error("codemode: {0}")]
     InvalidBindings(String),
+    /// The request asks for pausing calls or a resume the runtime cannot serve: it keeps no
+    /// paused runs, or the record is unknown, already resumed, tampered with, from another
+    /// build, or does not have the answered calls. Nothing ran; holds the reason.
+    #[error("codemode: {0}")]
+    Pause(String),
 }
 
 /// A sandbox that runs programs. Implementations: `codemode_host::WasmCodeRuntime`.

@@ -76,8 +76,9 @@ pub fn overflow_message(max: u64) -> String {
     format!("outer output exceeded {max} bytes")
 }
 
-/// Counts a run's logs as they stream in, against a fixed cap.
-#[derive(Debug, Clone)]
+/// Counts a run's logs as they stream in, against a fixed cap. Serialisable, so that a paused
+/// run's count carries over to its resumption.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Ledger {
     max: u64,
     used: u64,

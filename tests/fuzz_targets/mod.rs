@@ -113,6 +113,7 @@ impl Checked {
             program: program.into(),
             bindings: self.namespaces(),
             signal: None,
+            ..Default::default()
         };
         let result = tokio()
             .block_on(rt.run(request))

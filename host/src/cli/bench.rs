@@ -44,6 +44,7 @@ fn request(program: &str, bindings: Vec<BindingNamespace>) -> RunRequest {
         program: program.into(),
         bindings,
         signal: None,
+        ..Default::default()
     }
 }
 
@@ -287,6 +288,61 @@ async fn interruption_study() -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
+/// A program that pauses at once, and one that holds 10 MB of live strings when it pauses.
+const PAUSE_SMALL: &str = "const v = await tools.approve({}); return v;";
+const PAUSE_10MB: &str = "const rows = Array.from({ length: 100000 }, (_, i) => String(i).padStart(100, 'x')); const v = await tools.approve({}); return [v, rows.length, rows[99999].length];";
+
+/// Record size, pause time (writing the record) and resume time (reading, checking and
+/// restoring it) for both programs, medians of a few runs, on a private state directory.
+async fn durable_study() -> Result<Value, String> {
+    use codemode_runtime::code::{BindingRef, Resume};
+    let dir = std::env::temp_dir().join(format!("codemode-bench-state-{}", std::process::id()));
+    let durability = codemode_host::Durability::local(&dir)?;
+    let rt = WasmCodeRuntime::new(codemode_host::Budgets::default())
+        .map_err(|e| e.to_string())?
+        .with_durability(durability);
+    let approve: BindingFn = codemode_runtime::code::binding(|args, _| async move { Ok(args) });
+    let namespace = || tools_namespace([("approve".to_owned(), approve.clone())].into());
+    let mut out = serde_json::Map::new();
+    for (label, program) in [("small", PAUSE_SMALL), ("live_10mb", PAUSE_10MB)] {
+        let (mut pauses, mut resumes, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let mut paused_request = request(program, vec![namespace()]);
+            paused_request.pause_on = [BindingRef::new("tools", "approve")].into();
+            let (first, metrics) = rt
+                .run_measured(paused_request)
+                .await
+                .map_err(|e| e.to_string())?;
+            let paused = first.paused.ok_or("the benchmark program did not pause")?;
+            pauses.push(metrics.pause);
+            sizes.push(metrics.record_bytes);
+            let mut resumed_request = request("", vec![namespace()]);
+            resumed_request.resume = Some(Resume {
+                run_id: paused.run_id,
+                replies: vec![(paused.pending[0].call_id.clone(), Ok(json!(true)))],
+            });
+            let (done, metrics) = rt
+                .run_measured(resumed_request)
+                .await
+                .map_err(|e| e.to_string())?;
+            if let Some(error) = done.error {
+                return Err(format!("the resumed benchmark program failed: {}", error.message));
+            }
+            resumes.push(metrics.restore);
+        }
+        out.insert(
+            label.to_owned(),
+            json!({
+                "record_bytes": median(sizes),
+                "pause_ms": ms(median(pauses)),
+                "resume_ms": ms(median(resumes)),
+            }),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Value::Object(out))
+}
+
 async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let rt = WasmCodeRuntime::new(Budgets::default()).map_err(|e| e.to_string())?;
     let tools = || vec![bridge_namespace()];
@@ -422,6 +478,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         Err(_) => None,
     };
 
+    let durable = durable_study().await?;
     let interruption = if args.interruption {
         interruption_study().await?
     } else {
@@ -450,6 +507,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
             "sandbox": bash_sandbox.map(ms),
         },
         "fuel_per_ms": fuel_per_ms,
+        "durable": durable,
         "compute_ms": ms(compute),
         "interruption": interruption,
         "fuel_per_ms_configured": FUEL_PER_MS,
@@ -532,6 +590,17 @@ pub async fn bench(args: BenchArgs) -> u8 {
             Some((5.0, true)),
         ),
         ("compute workload", "compute_ms", "ms", None),
+        (
+            "pause a small run (write record)",
+            "/durable/small/pause_ms",
+            "ms",
+            None,
+        ),
+        ("resume a small run", "/durable/small/resume_ms", "ms", None),
+        ("record of a small run", "/durable/small/record_bytes", "bytes", None),
+        ("pause a run holding 10 MB", "/durable/live_10mb/pause_ms", "ms", None),
+        ("resume a run holding 10 MB", "/durable/live_10mb/resume_ms", "ms", None),
+        ("record of a run holding 10 MB", "/durable/live_10mb/record_bytes", "bytes", None),
         ("fuel per ms of compute", "fuel_per_ms", "", None),
         ("guest module", "guest_module_bytes", "bytes", None),
         ("peak RSS", "peak_rss_mib", "MiB", None),
@@ -541,7 +610,14 @@ pub async fn bench(args: BenchArgs) -> u8 {
         "workload", "measured", "", "target", "ratio"
     );
     for (label, key, unit, target) in rows {
-        let v = report[key].as_f64().unwrap_or(f64::NAN);
+        // Nested figures are named by JSON pointer.
+        let v = if key.starts_with('/') {
+            report.pointer(key)
+        } else {
+            report.get(key)
+        }
+        .and_then(Value::as_f64)
+        .unwrap_or(f64::NAN);
         match target {
             Some((bound, upper)) => {
                 let (sign, met) = if upper {

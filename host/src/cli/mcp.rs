@@ -32,7 +32,9 @@ pub async fn serve(args: McpArgs) -> u8 {
         let served = approval_slot.get().cloned().unwrap_or_default();
         codemode_runtime::tools::ApprovalHook::request(&ElicitApproval(served), request)
     };
-    if let Err(message) = session.install_run_code(&args.budget, &args.tools.ask, approval, None) {
+    if let Err(message) =
+        session.install_run_code(&args.budget, &args.tools.ask, approval, None, None)
+    {
         eprintln!("{message}");
         return EXIT_USAGE;
     }

@@ -1,9 +1,10 @@
 //! Flag parsing for every subcommand (names, help, defaults) and the exit-code contract:
-//! 0 success, 1 the program failed, 2 a usage or I/O error.
+//! 0 success, 1 the program failed, 2 a usage or I/O error, 3 the program paused.
 
 mod approval;
 mod bench;
 mod mcp;
+mod resume;
 mod run;
 mod sdk;
 mod session;
@@ -16,6 +17,7 @@ use clap::{Args, Parser, Subcommand};
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_PROGRAM_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_PAUSED: u8 = 3;
 
 #[derive(Parser)]
 #[command(
@@ -33,6 +35,8 @@ enum Command {
     /// Run a program (the body of an async TypeScript function) through `run_code`, with the
     /// built-in tools.
     Run(RunArgs),
+    /// Continue a run that paused (`run --pause-on`), answering the calls it waits on.
+    Resume(ResumeArgs),
     /// Print the `tools:sdk` prompt section for the tools a program could call.
     Sdk(SdkArgs),
     /// Serve `run_code` (and, with `--mode both`, the upstream tools) to MCP clients.
@@ -171,6 +175,50 @@ pub struct RunArgs {
     /// {"logs":[…],"error":{…},"calls":[…]}.
     #[arg(long)]
     pub json: bool,
+    /// Calls of this tool pause the run instead of running (repeatable): once the program
+    /// waits on nothing else, the run is written to the state store and `codemode` exits
+    /// with 3, printing the run id and the pending calls; `codemode resume` continues it.
+    #[arg(long = "pause-on", value_name = "NAME")]
+    pub pause_on: Vec<String>,
+    #[command(flatten)]
+    pub state: StateArgs,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
+    #[command(flatten)]
+    pub tools: ToolArgs,
+}
+
+/// Where paused runs are kept; shared by `run` and `resume`.
+#[derive(Args)]
+pub struct StateArgs {
+    /// State directory for paused runs (default: $CODEMODE_STATE_DIR, else
+    /// $XDG_STATE_HOME/codemode, else ~/.local/state/codemode). Records are authenticated
+    /// with $CODEMODE_STATE_KEY, else with DIR/key (created 0600 on first use).
+    #[arg(long, value_name = "DIR")]
+    pub state: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ResumeArgs {
+    /// The run id a pause printed.
+    pub run_id: String,
+    /// Resolve pending call CALL_ID with this JSON value (repeatable).
+    #[arg(long = "reply", value_name = "CALL_ID=JSON")]
+    pub reply: Vec<String>,
+    /// Reject pending call CALL_ID with this message; the program sees a ToolCallError
+    /// (repeatable).
+    #[arg(long = "reject", value_name = "CALL_ID=MESSAGE")]
+    pub reject: Vec<String>,
+    /// Print exactly one JSON object, as `run --json` does.
+    #[arg(long)]
+    pub json: bool,
+    /// Calls of this tool pause the resumed run too (repeatable; the run's own pausing tools
+    /// always do).
+    #[arg(long = "pause-on", value_name = "NAME")]
+    pub pause_on: Vec<String>,
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// Budgets are the run's own (kept with it); these flags set only scheduling and events.
     #[command(flatten)]
     pub budget: BudgetArgs,
     #[command(flatten)]
@@ -256,6 +304,14 @@ pub fn main() -> ExitCode {
                 eprintln!("codemode: the run failed inside the host: {error}");
                 EXIT_PROGRAM_FAILED
             })
+        }),
+        Command::Resume(args) => runtime.block_on(async {
+            tokio::spawn(resume::resume(args))
+                .await
+                .unwrap_or_else(|error| {
+                    eprintln!("codemode: the run failed inside the host: {error}");
+                    EXIT_PROGRAM_FAILED
+                })
         }),
         Command::Sdk(args) => runtime.block_on(sdk::sdk(&args)),
         Command::Mcp(args) => runtime.block_on(async {

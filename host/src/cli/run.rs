@@ -4,7 +4,7 @@
 use std::io::{IsTerminal, Read, Write};
 use std::sync::{Arc, Mutex};
 
-use codemode_runtime::code::{CallOutcome, RunFailure, RunResult};
+use codemode_runtime::code::{CallOutcome, PausedRun, Resume, RunFailure, RunResult};
 use codemode_runtime::json;
 use codemode_runtime::run_code::{RunObserver, RunReport, SubCallRecord};
 use codemode_runtime::signal::AbortController;
@@ -12,8 +12,8 @@ use codemode_runtime::tools::{ToolExecutionInput, RUN_CODE_NAME};
 use serde_json::{json, Map, Value};
 
 use super::approval::TerminalApproval;
-use super::session::ToolSession;
-use super::{RunArgs, EXIT_OK, EXIT_PROGRAM_FAILED, EXIT_USAGE};
+use super::session::{Pausing, ToolSession};
+use super::{BudgetArgs, RunArgs, ToolArgs, EXIT_OK, EXIT_PAUSED, EXIT_PROGRAM_FAILED, EXIT_USAGE};
 
 fn read_program(args: &RunArgs) -> Result<String, String> {
     match &args.file {
@@ -45,6 +45,9 @@ fn write_json_document(result: &RunResult, calls: &[SubCallRecord], out: &mut St
     } else if let Some(value) = &result.value {
         out.push_str(",\"result\":");
         json::write(value, out);
+    } else if let Some(paused) = &result.paused {
+        out.push_str(",\"paused\":");
+        json::write(&paused_json(paused), out);
     }
     if let Some(hint) = &result.hint {
         out.push_str(",\"hint\":");
@@ -53,6 +56,30 @@ fn write_json_document(result: &RunResult, calls: &[SubCallRecord], out: &mut St
     out.push_str(",\"calls\":");
     json::write(&calls_json(calls), out);
     out.push('}');
+}
+
+/// `{runId, pending: [{callId, tool, arguments}]}`, tools by their names.
+fn paused_json(paused: &PausedRun) -> Value {
+    let pending = paused
+        .pending
+        .iter()
+        .map(|call| {
+            json!({
+                "callId": call.call_id,
+                "tool": tool_name(&call.global, &call.name),
+                "arguments": json::clone_deep(&call.arguments),
+            })
+        })
+        .collect();
+    json!({"runId": paused.run_id, "pending": Value::Array(pending)})
+}
+
+fn tool_name(global: &str, name: &str) -> String {
+    if global == "tools" {
+        name.to_owned()
+    } else {
+        format!("{global}.{name}")
+    }
 }
 
 fn calls_json(calls: &[SubCallRecord]) -> Value {
@@ -146,6 +173,22 @@ fn print_human(result: &RunResult, program: &str) {
     if let Some(hint) = &result.hint {
         eprintln!("{}", printable(hint));
     }
+    if let Some(paused) = &result.paused {
+        eprintln!("paused: run {} waits for", paused.run_id);
+        for call in &paused.pending {
+            eprintln!(
+                "  call {}: {}({})",
+                call.call_id,
+                printable(&tool_name(&call.global, &call.name)),
+                printable(&json::to_string(&call.arguments))
+            );
+        }
+        let first = paused.pending.first().map_or("1", |c| c.call_id.as_str());
+        eprintln!(
+            "continue it with: codemode resume {} --reply {first}=<JSON> (or --reject {first}=<message>)",
+            paused.run_id
+        );
+    }
     if let Some(error) = &result.error {
         let color = std::io::stderr().is_terminal();
         let (red, bold, reset) = if color {
@@ -197,6 +240,7 @@ fn copy_result(result: &RunResult) -> RunResult {
         error: result.error.clone(),
         calls: Vec::new(),
         hint: result.hint.clone(),
+        paused: result.paused.clone(),
     }
 }
 
@@ -215,8 +259,44 @@ pub async fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let pausing = if args.pause_on.is_empty() {
+        None
+    } else {
+        match Pausing::open(&args.state, args.pause_on.clone()) {
+            Ok(pausing) => Some(pausing),
+            Err(message) => {
+                eprintln!("{message}");
+                return EXIT_USAGE;
+            }
+        }
+    };
+    let job = Job {
+        program,
+        description: description(&args),
+        resume: None,
+        json: args.json,
+    };
+    run_job(job, &args.tools, &args.budget, pausing).await
+}
+
+/// One `run_code` call: a program, or a paused run to continue.
+pub(super) struct Job {
+    /// The program (for a resumed run, the one it was paused with, for positions).
+    pub program: String,
+    pub description: String,
+    pub resume: Option<Resume>,
+    pub json: bool,
+}
+
+/// Runs `job` through `run_code` with the session `tools` name and prints the outcome.
+pub(super) async fn run_job(
+    job: Job,
+    tools: &ToolArgs,
+    budget: &BudgetArgs,
+    pausing: Option<Pausing>,
+) -> u8 {
     let mut session =
-        match ToolSession::new(&args.tools, true, codemode_runtime::tools::ToolMode::Code).await {
+        match ToolSession::new(tools, true, codemode_runtime::tools::ToolMode::Code).await {
             Ok(session) => session,
             Err(message) => {
                 eprintln!("{message}");
@@ -230,12 +310,13 @@ pub async fn run(args: RunArgs) -> u8 {
         report.result = Some(copy_result(run.result));
         report.calls = run.sub_calls.to_vec();
     });
-    if let Err(message) = session.install_run_code(
-        &args.budget,
-        &args.tools.ask,
-        TerminalApproval,
-        Some(on_run),
-    ) {
+    let resuming = job.resume.is_some();
+    if let (Some(pausing), Some(resume)) = (&pausing, job.resume) {
+        pausing.resumptions.offer("run", resume);
+    }
+    if let Err(message) =
+        session.install_run_code(budget, &tools.ask, TerminalApproval, Some(on_run), pausing)
+    {
         eprintln!("{message}");
         return EXIT_USAGE;
     }
@@ -244,7 +325,7 @@ pub async fn run(args: RunArgs) -> u8 {
     let input = ToolExecutionInput::new(
         "run",
         RUN_CODE_NAME,
-        json!({"code": program, "description": description(&args)}),
+        json!({"code": job.program, "description": job.description}),
         interrupt.signal(),
     )
     .agent(&session.agent);
@@ -262,19 +343,32 @@ pub async fn run(args: RunArgs) -> u8 {
     let Report { result, calls } =
         std::mem::take(&mut *report.lock().unwrap_or_else(|p| p.into_inner()));
     let Some(result) = result else {
-        // The call ended before a program ran (the pipeline refused it).
-        eprintln!("codemode: {}", outcome.text());
-        return EXIT_PROGRAM_FAILED;
+        // The call ended before a program ran: the pipeline, or the runtime (a resume it
+        // refused), turned it away.
+        let text = outcome.text();
+        let text = text.strip_prefix("Error: ").unwrap_or(&text);
+        if text.starts_with("codemode:") {
+            eprintln!("{text}");
+        } else {
+            eprintln!("codemode: {text}");
+        }
+        return if resuming {
+            EXIT_USAGE
+        } else {
+            EXIT_PROGRAM_FAILED
+        };
     };
-    if args.json {
+    if job.json {
         let mut text = String::new();
         write_json_document(&result, &calls, &mut text);
         println!("{text}");
     } else {
-        print_human(&result, &program);
+        print_human(&result, &job.program);
     }
     let code = if result.error.is_some() {
         EXIT_PROGRAM_FAILED
+    } else if result.paused.is_some() {
+        EXIT_PAUSED
     } else {
         EXIT_OK
     };

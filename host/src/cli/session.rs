@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use codemode_host::builtins;
 use codemode_host::mcp::{self, Upstream, UpstreamSpec};
-use codemode_runtime::run_code::{self, RunCodeConfig, RunObserver};
+use codemode_host::Durability;
+use codemode_runtime::run_code::{self, Resumptions, RunCodeConfig, RunObserver};
 use codemode_runtime::tools::events::{self, EventSink, JsonlWriter};
 use codemode_runtime::tools::plugins::{policy::Policy, timeout};
 use codemode_runtime::tools::{
@@ -171,11 +172,18 @@ impl ToolSession {
         ask: &[String],
         approval: impl ApprovalHook,
         on_run: Option<RunObserver>,
+        pausing: Option<Pausing>,
     ) -> Result<(), String> {
         let runtime = super::prepare_runtime(budget.budgets()).map_err(|e| e.to_string())?;
         let mut config =
             RunCodeConfig::default().max_parallel_sub_calls(budget.max_parallel as usize);
         config.on_run = on_run;
+        if let Some(pausing) = pausing {
+            runtime.keep_paused_runs(pausing.durability);
+            config = config
+                .pause_on(pausing.pause_on)
+                .resumptions(pausing.resumptions);
+        }
         if let Some(path) = &budget.events {
             let file = std::fs::OpenOptions::new()
                 .create(true)
@@ -195,5 +203,32 @@ impl ToolSession {
             self.guards.push(self.registry.set_approval(approval));
         }
         Ok(())
+    }
+}
+
+/// What a session needs for runs that pause or resume.
+pub struct Pausing {
+    pub durability: Durability,
+    pub pause_on: Vec<String>,
+    pub resumptions: Arc<Resumptions>,
+}
+
+impl Pausing {
+    /// Opens the state store `--state` names (or the default directory).
+    pub fn open(
+        state: &super::StateArgs,
+        pause_on: Vec<String>,
+    ) -> Result<Self, String> {
+        let dir = state
+            .state
+            .clone()
+            .or_else(Durability::default_dir)
+            .ok_or("codemode: no state directory: pass --state DIR or set CODEMODE_STATE_DIR")?;
+        let durability = Durability::local(dir).map_err(|e| format!("codemode: {e}"))?;
+        Ok(Self {
+            durability,
+            pause_on,
+            resumptions: Arc::default(),
+        })
     }
 }

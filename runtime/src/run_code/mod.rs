@@ -21,14 +21,15 @@ mod render;
 mod scheduler;
 mod tool;
 
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::code::{CallOutcome, CodeRuntime, RunResult};
+use crate::code::{CallOutcome, CodeRuntime, Resume, RunResult};
 use crate::tools::{EventSink, RegistrationGuard, Registry};
 
-pub use render::{excerpt, output_text, pretty_json, render_value, NO_OUTPUT};
+pub use render::{excerpt, output_text, paused_text, pretty_json, render_value, NO_OUTPUT};
 pub use scheduler::DEFERRED_IMAGE_PLUGIN;
 pub use tool::{Flavor, DESCRIPTION_PARAMETER, PYTHON_FLAVOR, TYPESCRIPT_FLAVOR};
 
@@ -76,6 +77,36 @@ pub struct RunCodeConfig {
     pub events: Option<Arc<dyn EventSink>>,
     /// Called with each run's structured result and sub-calls.
     pub on_run: Option<RunObserver>,
+    /// Tools whose calls pause the run instead of running (see `RunRequest::pause_on`); the
+    /// runtime must keep paused runs.
+    pub pause_on: BTreeSet<String>,
+    /// Where the host leaves resumptions for `run_code` calls it is about to make.
+    pub resumptions: Option<Arc<Resumptions>>,
+}
+
+/// Resumptions the host offers to `run_code` calls by call id: a `run_code` call whose id has
+/// one continues that paused run (its `code` is then unused). Only the host offers them; the
+/// model-facing schema is unchanged.
+#[derive(Debug, Default)]
+pub struct Resumptions {
+    offered: Mutex<HashMap<String, Resume>>,
+}
+
+impl Resumptions {
+    /// The `run_code` call with id `call_id` will continue `resume`'s run.
+    pub fn offer(&self, call_id: impl Into<String>, resume: Resume) {
+        self.lock().insert(call_id.into(), resume);
+    }
+
+    /// Takes the resumption offered to `call_id`, if any.
+    pub fn take(&self, call_id: &str) -> Option<Resume> {
+        self.lock().remove(call_id)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Resume>> {
+        // Held only for one map operation; a panic cannot leave the map half-updated.
+        self.offered.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Default for RunCodeConfig {
@@ -85,6 +116,8 @@ impl Default for RunCodeConfig {
             settle_grace: DEFAULT_SETTLE_GRACE,
             events: None,
             on_run: None,
+            pause_on: BTreeSet::new(),
+            resumptions: None,
         }
     }
 }
@@ -96,6 +129,8 @@ impl fmt::Debug for RunCodeConfig {
             .field("settle_grace", &self.settle_grace)
             .field("events", &self.events.is_some())
             .field("on_run", &self.on_run.is_some())
+            .field("pause_on", &self.pause_on)
+            .field("resumptions", &self.resumptions.is_some())
             .finish()
     }
 }
@@ -116,6 +151,18 @@ impl RunCodeConfig {
     /// Sends sub-call events to `sink`.
     pub fn events(mut self, sink: Arc<dyn EventSink>) -> Self {
         self.events = Some(sink);
+        self
+    }
+
+    /// Makes calls of `tools` pause the run instead of running.
+    pub fn pause_on(mut self, tools: impl IntoIterator<Item = String>) -> Self {
+        self.pause_on.extend(tools);
+        self
+    }
+
+    /// Lets the host resume paused runs through `resumptions`.
+    pub fn resumptions(mut self, resumptions: Arc<Resumptions>) -> Self {
+        self.resumptions = Some(resumptions);
         self
     }
 

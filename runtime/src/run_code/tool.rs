@@ -1,13 +1,16 @@
 //! The `run_code` definition: its schema and texts, its output contract, and the execution of
 //! one program (bindings, the run, the drain, the result).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::task::Poll;
 
 use serde_json::{json, Map, Value};
 
-use crate::code::{BindingFn, BindingNamespace, CodeRuntime, ErrorClass, RunRequest, RunResult};
+use crate::code::{
+    BindingFn, BindingNamespace, BindingRef, CodeRuntime, ErrorClass, PausedRun, RunRequest,
+    RunResult,
+};
 use crate::tools::error::codes;
 use crate::tools::registry::WeakRegistry;
 use crate::tools::{
@@ -85,6 +88,25 @@ fn output_schema() -> Value {
             "logs": {"type": "array", "items": {"type": "string"}},
             "result": {},
             "hint": {"type": "string"},
+            "paused": {
+                "type": "object",
+                "properties": {
+                    "runId": {"type": "string"},
+                    "pending": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "callId": {"type": "string"},
+                                "tool": {"type": "string"},
+                                "arguments": {},
+                            },
+                            "required": ["callId", "tool", "arguments"],
+                        },
+                    },
+                },
+                "required": ["runId", "pending"],
+            },
         },
         "required": ["logs"],
         "additionalProperties": false,
@@ -124,6 +146,10 @@ pub(super) fn definition(
             if let Some(hint) = value.get("hint").and_then(Value::as_str) {
                 text.push('\n');
                 text.push_str(hint);
+            }
+            if let Some(paused) = value.get("paused") {
+                text.push('\n');
+                text.push_str(&render::paused_text(paused));
             }
             Ok(vec![ContentBlock::text(text)])
         }))
@@ -188,8 +214,21 @@ async fn execute(
         .map(|d| (d.name().to_owned(), binding(scheduler.clone(), d.name())))
         .collect();
     drop(registry);
+    let pause_on: BTreeSet<BindingRef> = shared
+        .config
+        .pause_on
+        .iter()
+        .map(|name| BindingRef::new("tools", name))
+        .collect();
+    let resume = shared
+        .config
+        .resumptions
+        .as_ref()
+        .and_then(|book| book.take(ctx.call_id()));
     let request = RunRequest {
         program: code.to_owned(),
+        pause_on,
+        resume,
         bindings: vec![BindingNamespace {
             global: "tools".to_owned(),
             functions,
@@ -248,6 +287,7 @@ fn program_output(result: RunResult, code: &str) -> Result<Value, ToolError> {
         logs,
         error,
         hint,
+        paused,
         ..
     } = result;
     if let Some(failure) = error {
@@ -282,5 +322,26 @@ fn program_output(result: RunResult, code: &str) -> Result<Value, ToolError> {
     if let Some(hint) = hint {
         output.insert("hint".to_owned(), Value::String(hint));
     }
+    if let Some(paused) = paused {
+        output.insert("paused".to_owned(), paused_json(paused));
+    }
     Ok(Value::Object(output))
+}
+
+/// `{runId, pending: [{callId, tool, arguments}]}`: the pending calls named as tools, the
+/// vocabulary of the SDK the program was written against.
+fn paused_json(paused: PausedRun) -> Value {
+    let pending = paused
+        .pending
+        .into_iter()
+        .map(|call| {
+            let tool = if call.global == "tools" {
+                call.name
+            } else {
+                format!("{}.{}", call.global, call.name)
+            };
+            json!({"callId": call.call_id, "tool": tool, "arguments": call.arguments})
+        })
+        .collect();
+    json!({"runId": paused.run_id, "pending": Value::Array(pending)})
 }

@@ -1,0 +1,190 @@
+//! The record a paused run is written down as: versioned, self-describing, authenticated.
+//!
+//! ```text
+//! "CMPAUSE\0" | format: u32 | header length: u32 | header (JSON) | memory length: u64 |
+//! memory (zstd of the page runs) | HMAC-SHA256 of everything before it (32 bytes)
+//! ```
+//!
+//! Integers are little-endian. The tag is checked before anything else is read, so a record
+//! changed by anyone without the key is refused before any of it is used.
+
+use std::collections::BTreeSet;
+
+use codemode_runtime::code::{BindingRef, CallRecord};
+use codemode_runtime::ledger::Ledger;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+const MAGIC: &[u8; 8] = b"CMPAUSE\0";
+/// Bumped whenever the layout or the header's meaning changes.
+pub const FORMAT: u32 = 1;
+const TAG: usize = 32;
+
+/// Everything about a paused run except its memory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    pub run_id: String,
+    /// SHA-256 of the guest module the run was paused by.
+    pub guest: String,
+    /// SHA-256 of the pre-initialised memory the page runs are relative to.
+    pub image: String,
+    /// Unix time of the pause, in milliseconds (for people and for expiry policies).
+    pub paused_at_ms: u64,
+    /// The TypeScript the model wrote, for positions in later failures.
+    pub program: String,
+    pub budgets: SavedBudgets,
+    /// Fuel burned before the pause (all segments so far).
+    pub fuel_spent: u64,
+    /// Wall-clock time the run ran before the pause (time paused excluded), in nanoseconds.
+    pub wall_spent_ns: u64,
+    /// Linear memory size at the pause.
+    pub memory_bytes: u64,
+    pub globals: Vec<SavedGlobal>,
+    pub host: HostState,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SavedBudgets {
+    pub compute_ms: u64,
+    pub wall_ms: u64,
+    pub max_output_bytes: u64,
+    pub memory_mb: u64,
+}
+
+/// An exported mutable global (see `globals.rs`) and its value's bits.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SavedGlobal {
+    pub name: String,
+    pub value: GlobalValue,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GlobalValue {
+    I32(i32),
+    I64(i64),
+    F32(u32),
+    F64(u64),
+}
+
+/// The host's side of the run at the pause.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostState {
+    pub next_call_id: u64,
+    pub calls: Vec<CallRecord>,
+    /// The pausing calls the run waits on, in call order.
+    pub pending: Vec<SavedCall>,
+    pub timers: Vec<SavedTimer>,
+    pub ledger: Ledger,
+    pub logs: Vec<String>,
+    pub pause_on: BTreeSet<BindingRef>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SavedCall {
+    pub id: u32,
+    /// Where the call's record is in `calls`.
+    pub slot: usize,
+    pub argument_bytes: usize,
+    pub global: String,
+    pub name: String,
+    /// The arguments as lossless JSON text (kept as text: they may nest deeper than a
+    /// recursive parser allows).
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SavedTimer {
+    pub id: u32,
+    /// Time left when the run paused; it starts counting again at the resume.
+    pub remaining_ns: u64,
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+fn mac(key: &[u8]) -> HmacSha256 {
+    // HMAC takes keys of any length, so this cannot fail.
+    <HmacSha256 as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length")
+}
+
+pub fn encode(header: &Header, memory: &[u8], key: &[u8]) -> Result<Vec<u8>, String> {
+    let header = serde_json::to_vec(header).map_err(|e| format!("writing the record: {e}"))?;
+    let header_len =
+        u32::try_from(header.len()).map_err(|_| "the run's host state is too large to keep")?;
+    let mut out = Vec::with_capacity(8 + 4 + 4 + header.len() + 8 + memory.len() + TAG);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT.to_le_bytes());
+    out.extend_from_slice(&header_len.to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(&(memory.len() as u64).to_le_bytes());
+    out.extend_from_slice(memory);
+    let mut mac = mac(key);
+    mac.update(&out);
+    out.extend_from_slice(&mac.finalize().into_bytes());
+    Ok(out)
+}
+
+/// Why a record cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    NotARecord,
+    NotAuthentic,
+    Format(u32),
+    Malformed(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NotARecord => f.write_str("it is not a paused-run record"),
+            Refusal::NotAuthentic => f.write_str(
+                "it is not authentic: it was changed after it was written, or written with another state key",
+            ),
+            Refusal::Format(v) => write!(
+                f,
+                "it is in record format {v}, and this codemode reads format {FORMAT}; resume it with the codemode that paused it"
+            ),
+            Refusal::Malformed(why) => write!(f, "it is malformed ({why})"),
+        }
+    }
+}
+
+/// The header and the compressed memory of an authentic record.
+pub fn decode<'a>(record: &'a [u8], key: &[u8]) -> Result<(Header, &'a [u8]), Refusal> {
+    if record.len() < MAGIC.len() + 16 + TAG || &record[..MAGIC.len()] != MAGIC {
+        return Err(Refusal::NotARecord);
+    }
+    let (body, tag) = record.split_at(record.len() - TAG);
+    let mut mac = mac(key);
+    mac.update(body);
+    mac.verify_slice(tag).map_err(|_| Refusal::NotAuthentic)?;
+    let word = |at: usize| -> u32 {
+        let bytes: [u8; 4] = body[at..at + 4].try_into().unwrap_or_default();
+        u32::from_le_bytes(bytes)
+    };
+    let format = word(8);
+    if format != FORMAT {
+        return Err(Refusal::Format(format));
+    }
+    let header_len = word(12) as usize;
+    let header_end = 16usize
+        .checked_add(header_len)
+        .filter(|end| end + 8 <= body.len())
+        .ok_or_else(|| Refusal::Malformed("header length".into()))?;
+    let header: Header = serde_json::from_slice(&body[16..header_end])
+        .map_err(|e| Refusal::Malformed(format!("header: {e}")))?;
+    let memory_len: [u8; 8] = body[header_end..header_end + 8]
+        .try_into()
+        .unwrap_or_default();
+    let memory = &body[header_end + 8..];
+    if u64::from_le_bytes(memory_len) != memory.len() as u64 {
+        return Err(Refusal::Malformed("memory length".into()));
+    }
+    Ok((header, memory))
+}
