@@ -31,11 +31,19 @@ fn run_with_stdin(args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn codemode");
-    let written = child.stdin.take().expect("stdin").write_all(stdin.as_bytes());
+    let written = child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes());
     // A CLI that refuses its arguments exits before reading stdin: the pipe closing under the
     // write is then expected, and the exit status and stderr below say what happened.
     if let Err(error) = written {
-        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "write program: {error}");
+        assert_eq!(
+            error.kind(),
+            std::io::ErrorKind::BrokenPipe,
+            "write program: {error}"
+        );
     }
     child.wait_with_output().expect("codemode exits")
 }

@@ -109,13 +109,20 @@ async fn a_large_heap_timers_and_pending_promises_survive_a_pause() {
     assert_eq!(first.logs, vec!["before 20000"]);
     assert_eq!(pause.pending.len(), 1);
     assert_eq!(pause.pending[0].name, "approve");
-    assert_eq!(pause.pending[0].arguments, json!({"amount": 5, "rows": 20000}));
+    assert_eq!(
+        pause.pending[0].arguments,
+        json!({"amount": 5, "rows": 20000})
+    );
     // Another runtime (as another process would) resumes it.
     let second = runtime(&dir, Budgets::default());
     let id = pause.pending[0].call_id.clone();
-    let done = resume(&second, &pause.run_id, vec![(&id, Ok(json!({"amount": 7})))])
-        .await
-        .expect("resumes");
+    let done = resume(
+        &second,
+        &pause.run_id,
+        vec![(&id, Ok(json!({"amount": 7})))],
+    )
+    .await
+    .expect("resumes");
     assert!(done.error.is_none(), "{:?}", done.error);
     assert_eq!(done.logs, vec!["before 20000"]);
     assert_eq!(
@@ -145,8 +152,15 @@ async fn several_pending_calls_pause_twice_and_a_rejection_is_a_tool_call_error(
     let first = start(&rt, program).await;
     let pause = paused(&first);
     let pending: Vec<_> = pause.pending.iter().map(|c| c.arguments.clone()).collect();
-    assert_eq!(pending, vec![json!({"n": 1}), json!({"n": 2})], "echo settled before the pause");
-    let (one, two) = (pause.pending[0].call_id.clone(), pause.pending[1].call_id.clone());
+    assert_eq!(
+        pending,
+        vec![json!({"n": 1}), json!({"n": 2})],
+        "echo settled before the pause"
+    );
+    let (one, two) = (
+        pause.pending[0].call_id.clone(),
+        pause.pending[1].call_id.clone(),
+    );
     // Answer only the first: the run pauses again on the second.
     let second = resume(&rt, &pause.run_id, vec![(&one, Ok(json!("yes")))])
         .await
@@ -207,7 +221,11 @@ async fn compute_spent_before_a_pause_counts_after_it() {
         .expect("resumes");
     let error = done.error.expect("the compute budget ran out");
     assert_eq!(error.kind, FailureKind::Timeout, "{}", error.message);
-    assert!(error.message.contains("compute budget"), "{}", error.message);
+    assert!(
+        error.message.contains("compute budget"),
+        "{}",
+        error.message
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -263,12 +281,12 @@ async fn tampered_unknown_and_twice_resumed_records_are_refused_before_anything_
 
     // Another key: as authentic as a forgery.
     std::fs::write(&path, &original).unwrap();
-    let foreign = WasmCodeRuntime::new(Budgets::default()).unwrap().with_durability(
-        Durability::with_store(
+    let foreign = WasmCodeRuntime::new(Budgets::default())
+        .unwrap()
+        .with_durability(Durability::with_store(
             std::sync::Arc::new(codemode_host::durable::LocalStore::new(&dir)),
             b"another key entirely, 32 bytes or more".to_vec(),
-        ),
-    );
+        ));
     let message = refused(resume(&foreign, &pause.run_id, vec![(&id, Ok(json!(1)))]).await);
     assert!(message.contains("not authentic"), "{message}");
 
@@ -296,7 +314,10 @@ async fn tampered_unknown_and_twice_resumed_records_are_refused_before_anything_
             ..Default::default()
         })
         .await;
-    assert!(matches!(refusal, Err(RunRejection::Pause(_))), "{refusal:?}");
+    assert!(
+        matches!(refusal, Err(RunRejection::Pause(_))),
+        "{refusal:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -401,13 +422,17 @@ return { answer, seen: [...seen], rejected };
     let (code, first, stderr) = cli(&["run", program, "--pause-on", "echo", "--json"], &dir);
     assert_eq!(code, Some(3), "{stderr}");
     assert_eq!(first["logs"], json!(["asking"]));
-    let run_id = first["paused"]["runId"].as_str().expect("run id").to_owned();
+    let run_id = first["paused"]["runId"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
     assert_eq!(
         first["paused"]["pending"],
         json!([{"callId": "1", "tool": "echo", "arguments": {"question": "ship it?"}}])
     );
     let key = dir.join("key");
-    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
 
     let (code, second, stderr) = cli(
@@ -418,7 +443,10 @@ return { answer, seen: [...seen], rejected };
     let again = second["paused"]["runId"].as_str().unwrap().to_owned();
     assert_eq!(second["paused"]["pending"][0]["callId"], json!("2"));
 
-    let (code, done, stderr) = cli(&["resume", &again, "--reject", "2=not today", "--json"], &dir);
+    let (code, done, stderr) = cli(
+        &["resume", &again, "--reject", "2=not today", "--json"],
+        &dir,
+    );
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(done["logs"], json!(["asking"]));
     assert_eq!(

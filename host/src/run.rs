@@ -1288,8 +1288,8 @@ pub(crate) fn preinitialize(
         store: &mut store,
         instance,
     };
-    let snapshot =
-        futures::executor::block_on(wizer.snapshot(&cx, &mut state)).map_err(|e| format!("{e:#}"))?;
+    let snapshot = futures::executor::block_on(wizer.snapshot(&cx, &mut state))
+        .map_err(|e| format!("{e:#}"))?;
     // The same pipeline makes the mutable globals reachable, for pausing runs.
     crate::durable::globals::export_mutable_globals(&snapshot)
 }

@@ -271,12 +271,15 @@ impl WasmCodeRuntime {
             .iter()
             .map(|ns| (ns.global.clone(), ns.functions.keys().cloned().collect()))
             .collect();
-        let keeping = durability.as_ref().zip(image).map(|(durability, image)| Keeping {
-            durability,
-            image,
-            program: &request.program,
-            pause_on: request.pause_on.clone(),
-        });
+        let keeping = durability
+            .as_ref()
+            .zip(image)
+            .map(|(durability, image)| Keeping {
+                durability,
+                image,
+                program: &request.program,
+                pause_on: request.pause_on.clone(),
+            });
         let mut result = run::execute(
             inner.interruption,
             &inner.pre,

@@ -326,7 +326,10 @@ async fn durable_study() -> Result<Value, String> {
                 .await
                 .map_err(|e| e.to_string())?;
             if let Some(error) = done.error {
-                return Err(format!("the resumed benchmark program failed: {}", error.message));
+                return Err(format!(
+                    "the resumed benchmark program failed: {}",
+                    error.message
+                ));
             }
             resumes.push(metrics.restore);
         }
@@ -597,10 +600,30 @@ pub async fn bench(args: BenchArgs) -> u8 {
             None,
         ),
         ("resume a small run", "/durable/small/resume_ms", "ms", None),
-        ("record of a small run", "/durable/small/record_bytes", "bytes", None),
-        ("pause a run holding 10 MB", "/durable/live_10mb/pause_ms", "ms", None),
-        ("resume a run holding 10 MB", "/durable/live_10mb/resume_ms", "ms", None),
-        ("record of a run holding 10 MB", "/durable/live_10mb/record_bytes", "bytes", None),
+        (
+            "record of a small run",
+            "/durable/small/record_bytes",
+            "bytes",
+            None,
+        ),
+        (
+            "pause a run holding 10 MB",
+            "/durable/live_10mb/pause_ms",
+            "ms",
+            None,
+        ),
+        (
+            "resume a run holding 10 MB",
+            "/durable/live_10mb/resume_ms",
+            "ms",
+            None,
+        ),
+        (
+            "record of a run holding 10 MB",
+            "/durable/live_10mb/record_bytes",
+            "bytes",
+            None,
+        ),
         ("fuel per ms of compute", "fuel_per_ms", "", None),
         ("guest module", "guest_module_bytes", "bytes", None),
         ("peak RSS", "peak_rss_mib", "MiB", None),

@@ -50,7 +50,11 @@ pub fn export_mutable_globals(wasm: &[u8]) -> Result<Vec<u8>, String> {
     let mut exported = false;
     let extra = |exports: &mut ExportSection| {
         for index in &mutable {
-            exports.export(&format!("{EXPORT_PREFIX}{index}"), ExportKind::Global, *index);
+            exports.export(
+                &format!("{EXPORT_PREFIX}{index}"),
+                ExportKind::Global,
+                *index,
+            );
         }
     };
     for payload in Parser::new(0).parse_all(wasm) {
@@ -99,7 +103,12 @@ mod tests {
             let mut names = Vec::new();
             for payload in Parser::new(0).parse_all(wasm) {
                 if let Ok(Payload::ExportSection(reader)) = payload {
-                    names.extend(reader.into_iter().filter_map(|e| e.ok()).map(|e| e.name.to_owned()));
+                    names.extend(
+                        reader
+                            .into_iter()
+                            .filter_map(|e| e.ok())
+                            .map(|e| e.name.to_owned()),
+                    );
                 }
             }
             names
@@ -108,11 +117,17 @@ mod tests {
         let after = exports(&rewritten);
         assert!(after.starts_with(&before));
         let added: Vec<_> = after[before.len()..].to_vec();
-        assert!(!added.is_empty(), "the stack pointer at least is a mutable global");
+        assert!(
+            !added.is_empty(),
+            "the stack pointer at least is a mutable global"
+        );
         assert!(added.iter().all(|n| n.starts_with(EXPORT_PREFIX)));
         wasmparser::Validator::new()
             .validate_all(&rewritten)
             .expect("still a valid module");
-        assert!(export_mutable_globals(&rewritten).is_err(), "never applied twice");
+        assert!(
+            export_mutable_globals(&rewritten).is_err(),
+            "never applied twice"
+        );
     }
 }

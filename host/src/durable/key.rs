@@ -82,7 +82,8 @@ impl Key {
                 path.display()
             ));
         }
-        let key = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let key =
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         if key.len() != FILE_KEY {
             return Err(format!(
                 "{} is not a codemode state key ({} bytes, expected {FILE_KEY})",

@@ -94,9 +94,7 @@ pub fn apply(runs: &[u8], memory: &mut [u8]) -> Result<(), String> {
             .ok_or("a memory run is too long")?
             .min(memory.len());
         let len = end - start;
-        let bytes = runs
-            .get(at..at + len)
-            .ok_or("a memory run is cut short")?;
+        let bytes = runs.get(at..at + len).ok_or("a memory run is cut short")?;
         memory[start..end].copy_from_slice(bytes);
         at += len;
     }

@@ -94,10 +94,12 @@ impl Durability {
         let packed = memory::compress(runs)?;
         let record = record::encode(header, &packed, self.key.bytes())?;
         let bytes = record.len() as u64;
-        self.store
-            .put(&header.run_id, record)
-            .await
-            .map_err(|e| format!("could not keep the paused run in {}: {e}", self.store.describe()))?;
+        self.store.put(&header.run_id, record).await.map_err(|e| {
+            format!(
+                "could not keep the paused run in {}: {e}",
+                self.store.describe()
+            )
+        })?;
         Ok(bytes)
     }
 
@@ -118,8 +120,15 @@ impl Durability {
         let where_ = self.store.describe();
         let found = self.store.get(run_id).await.map_err(|e| e.to_string())?;
         let Some(bytes) = found else {
-            if self.store.claimed(run_id).await.map_err(|e| e.to_string())? {
-                return Err(format!("run {run_id} was already resumed; a paused run resumes once"));
+            if self
+                .store
+                .claimed(run_id)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                return Err(format!(
+                    "run {run_id} was already resumed; a paused run resumes once"
+                ));
             }
             return Err(format!("no paused run {run_id} in {where_}"));
         };
@@ -148,11 +157,15 @@ impl Durability {
     /// Marks run `run_id` resumed and drops its record; refused if another resume was first.
     pub(crate) async fn claim(&self, run_id: &str) -> Result<(), String> {
         if !self.store.claim(run_id).await.map_err(|e| e.to_string())? {
-            return Err(format!("run {run_id} was already resumed; a paused run resumes once"));
+            return Err(format!(
+                "run {run_id} was already resumed; a paused run resumes once"
+            ));
         }
         // The tombstone already refuses a second resume; a record left behind is only space.
         if let Err(error) = self.store.remove(run_id).await {
-            tracing::warn!("codemode: could not remove the record of resumed run {run_id}: {error}");
+            tracing::warn!(
+                "codemode: could not remove the record of resumed run {run_id}: {error}"
+            );
         }
         Ok(())
     }
@@ -203,7 +216,10 @@ mod tests {
             .unwrap();
         let refused = durability.load(&id, "this-guest", "img").await.unwrap_err();
         assert!(refused.contains("another guest build"), "{refused}");
-        let refused = durability.load(&id, "another-guest", "other-image").await.unwrap_err();
+        let refused = durability
+            .load(&id, "another-guest", "other-image")
+            .await
+            .unwrap_err();
         assert!(refused.contains("another guest build"), "{refused}");
         assert!(durability.load(&id, "another-guest", "img").await.is_ok());
 
@@ -212,12 +228,16 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[8..12].copy_from_slice(&(record::FORMAT + 1).to_le_bytes());
         let body = bytes.len() - 32;
-        let mut mac = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(&b"k".repeat(32)).unwrap();
+        let mut mac =
+            <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(&b"k".repeat(32)).unwrap();
         hmac::Mac::update(&mut mac, &bytes[..body]);
         let tag = hmac::Mac::finalize(mac).into_bytes();
         bytes[body..].copy_from_slice(&tag);
         std::fs::write(&path, &bytes).unwrap();
-        let refused = durability.load(&id, "another-guest", "img").await.unwrap_err();
+        let refused = durability
+            .load(&id, "another-guest", "img")
+            .await
+            .unwrap_err();
         assert!(refused.contains("record format 2"), "{refused}");
         let _ = std::fs::remove_dir_all(&dir);
     }
