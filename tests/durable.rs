@@ -384,13 +384,22 @@ fn binary() -> PathBuf {
 }
 
 fn cli(args: &[&str], dir: &Path) -> (Option<i32>, Value, String) {
-    let out = Command::new(binary())
+    cli_with(args, dir, None)
+}
+
+/// `codemode ARGS --state DIR`, with its own module cache when `cache` is given (as on
+/// another machine, which prepares the sandbox itself).
+fn cli_with(args: &[&str], dir: &Path, cache: Option<&Path>) -> (Option<i32>, Value, String) {
+    let mut command = Command::new(binary());
+    command
         .args(args)
         .arg("--state")
         .arg(dir)
-        .env_remove("CODEMODE_STATE_KEY")
-        .output()
-        .expect("codemode runs");
+        .env_remove("CODEMODE_STATE_KEY");
+    if let Some(cache) = cache {
+        command.env("CODEMODE_CACHE_DIR", cache);
+    }
+    let out = command.output().expect("codemode runs");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
     (
@@ -461,5 +470,36 @@ return { answer, seen: [...seen], rejected };
     let (code, _, stderr) = cli(&["resume", &again, "--reply", "2=yes"], &dir);
     assert_eq!(code, Some(2));
     assert!(stderr.contains("not JSON"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_machine_that_prepared_its_own_sandbox_resumes_another_machines_run() {
+    // Pre-initialisation is deterministic, so two independently prepared caches hold the same
+    // image, and a fleet sharing a state store (and key) can resume each other's runs.
+    let dir = state_dir("fleet");
+    let (one, two) = (dir.join("cache-one"), dir.join("cache-two"));
+    let program = dir.join("program.ts");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        &program,
+        "const a = [1, 2, 3]; const v = await tools.echo({}); return [...a, v];",
+    )
+    .unwrap();
+    let program = program.to_str().unwrap();
+    let (code, paused, stderr) = cli_with(
+        &["run", program, "--pause-on", "echo", "--json"],
+        &dir,
+        Some(&one),
+    );
+    assert_eq!(code, Some(3), "{stderr}");
+    let run_id = paused["paused"]["runId"].as_str().unwrap().to_owned();
+    let (code, done, stderr) = cli_with(
+        &["resume", &run_id, "--reply", "1=4", "--json"],
+        &dir,
+        Some(&two),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(done["result"], json!([1, 2, 3, 4]));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -238,9 +238,9 @@ fn cache_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("codemode"))
 }
 
-/// Bumped whenever what is cached changes meaning (now: the pre-initialised guest with its
-/// mutable globals exported).
-const CACHE_FORMAT: &str = "preinit-3";
+/// Bumped whenever what is cached changes meaning (now: the pre-initialised guest, built
+/// deterministically, with its mutable globals exported).
+const CACHE_FORMAT: &str = "preinit-4";
 
 fn cache_path(engine: &Engine) -> Option<PathBuf> {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();

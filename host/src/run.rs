@@ -222,6 +222,10 @@ pub struct RunState {
     pausing: BTreeMap<u32, PausingCall>,
     /// A timer due within this keeps the run waiting instead of pausing.
     pause_threshold: std::time::Duration,
+    /// Set while `cm_init` runs: clocks read zero and randomness is a fixed sequence, so that
+    /// the pre-initialised image (which every paused run's record is relative to) is the same
+    /// wherever it is built, and holds nothing a run could treat as a secret.
+    pub(crate) preinitializing: bool,
 }
 
 impl RunState {
@@ -262,6 +266,7 @@ impl RunState {
             pause_on: BTreeSet::new(),
             pausing: BTreeMap::new(),
             pause_threshold: crate::durable::DEFAULT_PAUSE_THRESHOLD,
+            preinitializing: false,
         }
     }
 
@@ -411,7 +416,13 @@ impl RunState {
     pub(crate) fn random_bytes(&mut self, len: usize) -> Vec<u8> {
         let mut out = Vec::with_capacity(len + 8);
         while out.len() < len {
-            let mut h = self.random_state.build_hasher();
+            let mut h = if self.preinitializing {
+                std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(
+                )
+                .build_hasher()
+            } else {
+                self.random_state.build_hasher()
+            };
             h.write_u64(self.random_counter);
             self.random_counter = self.random_counter.wrapping_add(1);
             out.extend_from_slice(&h.finish().to_le_bytes());
@@ -1269,6 +1280,7 @@ pub(crate) fn preinitialize(
         Instant::now(),
     );
     let mut store = Store::new(engine, state);
+    store.data_mut().preinitializing = true;
     store.limiter(|s| &mut s.limiter);
     if interruption.fuel() {
         store.set_fuel(u64::MAX / 2).map_err(|e| format!("{e:#}"))?;

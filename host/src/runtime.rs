@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use codemode_runtime::code::{
-    validate_bindings, BoxFuture, CodeRuntime, FailureKind, Resume, RunFailure, RunRejection,
-    RunRequest, RunResult,
+    validate_bindings, BoxFuture, CodeRuntime, FailureKind, Reply, Resume, RunFailure,
+    RunRejection, RunRequest, RunResult,
 };
 use codemode_runtime::signal::{AbortController, AbortSignal};
 use tokio::sync::Notify;
@@ -372,8 +372,8 @@ impl WasmCodeRuntime {
 /// The answers by the guest's call ids; every one must name a distinct pending call.
 fn match_replies(
     header: &Header,
-    replies: Vec<(String, Result<serde_json::Value, String>)>,
-) -> Result<Vec<(u32, Result<serde_json::Value, String>)>, RunRejection> {
+    replies: Vec<(String, Reply)>,
+) -> Result<Vec<(u32, Reply)>, RunRejection> {
     let waiting = || {
         header
             .host

@@ -109,8 +109,11 @@ pub struct Resume {
     /// Answers to pending calls by [`PendingCall::call_id`]: a value the call resolves with,
     /// or a message it rejects with. Calls left unanswered stay pending; the run pauses again
     /// when it has nothing else to wait on.
-    pub replies: Vec<(String, Result<Value, String>)>,
+    pub replies: Vec<(String, Reply)>,
 }
+
+/// An answer to a pending call: the value it resolves with, or the message it rejects with.
+pub type Reply = Result<Value, String>;
 
 /// A run that stopped at pausing calls and was written down to be resumed later.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

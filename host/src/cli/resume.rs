@@ -1,9 +1,8 @@
 //! `codemode resume`: a paused run continued through `run_code`, with the answers the flags
 //! give; it prints what `run` prints (a result, a failure, or another pause).
 
-use codemode_runtime::code::Resume;
+use codemode_runtime::code::{Reply, Resume};
 use codemode_runtime::json;
-use serde_json::Value;
 
 use super::run::{run_job, Job};
 use super::session::Pausing;
@@ -19,7 +18,7 @@ fn split<'a>(flag: &str, text: &'a str) -> Result<(&'a str, &'a str), String> {
     }
 }
 
-fn answers(args: &ResumeArgs) -> Result<Vec<(String, Result<Value, String>)>, String> {
+fn answers(args: &ResumeArgs) -> Result<Vec<(String, Reply)>, String> {
     let mut answers = Vec::new();
     for reply in &args.reply {
         let (id, text) = split("reply", reply)?;

@@ -139,6 +139,29 @@ fn closing(bracket: char, depth: usize, compact: bool) -> String {
     }
 }
 
+/// The line the model reads under a paused run's output: what it waits on and its id.
+pub fn paused_text(paused: &Value) -> String {
+    let run_id = paused.get("runId").and_then(Value::as_str).unwrap_or("?");
+    let waits: Vec<String> = paused
+        .get("pending")
+        .and_then(Value::as_array)
+        .map(|pending| {
+            pending
+                .iter()
+                .map(|call| {
+                    let tool = call.get("tool").and_then(Value::as_str).unwrap_or("?");
+                    let id = call.get("callId").and_then(Value::as_str).unwrap_or("?");
+                    format!("{tool} (call {id})")
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "[paused: run {run_id} waits for {}; it continues when they are answered]",
+        waits.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,27 +227,4 @@ mod tests {
         assert_eq!(excerpt(program, 9, 1), None);
         assert_eq!(excerpt(program, 0, 1), None);
     }
-}
-
-/// The line the model reads under a paused run's output: what it waits on and its id.
-pub fn paused_text(paused: &Value) -> String {
-    let run_id = paused.get("runId").and_then(Value::as_str).unwrap_or("?");
-    let waits: Vec<String> = paused
-        .get("pending")
-        .and_then(Value::as_array)
-        .map(|pending| {
-            pending
-                .iter()
-                .map(|call| {
-                    let tool = call.get("tool").and_then(Value::as_str).unwrap_or("?");
-                    let id = call.get("callId").and_then(Value::as_str).unwrap_or("?");
-                    format!("{tool} (call {id})")
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    format!(
-        "[paused: run {run_id} waits for {}; it continues when they are answered]",
-        waits.join(", ")
-    )
 }
