@@ -191,10 +191,12 @@ pub struct RunArgs {
 /// Where paused runs are kept; shared by `run` and `resume`.
 #[derive(Args)]
 pub struct StateArgs {
-    /// State directory for paused runs (default: $CODEMODE_STATE_DIR, else
-    /// $XDG_STATE_HOME/codemode, else ~/.local/state/codemode). Records are authenticated
-    /// with $CODEMODE_STATE_KEY, else with DIR/key (created 0600 on first use).
-    #[arg(long, value_name = "DIR")]
+    /// Where paused runs are kept: a directory (default: $CODEMODE_STATE_DIR, else
+    /// $XDG_STATE_HOME/codemode, else ~/.local/state/codemode) or an S3-compatible store,
+    /// s3://bucket/prefix (credentials and endpoint from the AWS_* environment). Records are
+    /// authenticated with $CODEMODE_STATE_KEY, else with the state directory's key file
+    /// (created 0600 on first use).
+    #[arg(long, value_name = "DIR|URL")]
     pub state: Option<PathBuf>,
 }
 

@@ -216,11 +216,21 @@ pub struct Pausing {
 impl Pausing {
     /// Opens the state store `--state` names (or the default directory).
     pub fn open(state: &super::StateArgs, pause_on: Vec<String>) -> Result<Self, String> {
-        let dir =
-            state.state.clone().or_else(Durability::default_dir).ok_or(
-                "codemode: no state directory: pass --state DIR or set CODEMODE_STATE_DIR",
-            )?;
-        let durability = Durability::local(dir).map_err(|e| format!("codemode: {e}"))?;
+        let url = state
+            .state
+            .as_deref()
+            .and_then(|s| s.to_str())
+            .filter(|s| s.starts_with("s3://"));
+        let durability = match url {
+            Some(url) => Durability::s3(url),
+            None => {
+                let dir = state.state.clone().or_else(Durability::default_dir).ok_or(
+                    "codemode: no state directory: pass --state DIR or set CODEMODE_STATE_DIR",
+                )?;
+                Durability::local(dir)
+            }
+        }
+        .map_err(|e| format!("codemode: {e}"))?;
         Ok(Self {
             durability,
             pause_on,

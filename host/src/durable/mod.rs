@@ -12,6 +12,7 @@
 pub(crate) mod globals;
 mod key;
 pub(crate) mod memory;
+mod object;
 pub(crate) mod record;
 mod store;
 
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use key::KEY_ENV;
+pub use object::ObjectStateStore;
 pub use store::{LocalStore, StateStore, StoreError};
 
 pub(crate) use key::new_run_id;
@@ -56,6 +58,20 @@ impl Durability {
             Arc::new(LocalStore::new(dir)),
             key.bytes().to_vec(),
         ))
+    }
+
+    /// Records in the S3-compatible store `url` names (`s3://bucket/prefix`; see
+    /// [`ObjectStateStore`]), authenticated with `CODEMODE_STATE_KEY`, else with the key of
+    /// the default state directory (a fleet shares the environment's key).
+    pub fn s3(url: &str) -> Result<Self, String> {
+        let store = ObjectStateStore::s3(url)?;
+        let key = match std::env::var_os(KEY_ENV) {
+            Some(_) => Key::load(std::path::Path::new("."))?,
+            None => Key::load(&Self::default_dir().ok_or(
+                "no state key: set CODEMODE_STATE_KEY (every process resuming these runs needs it)",
+            )?)?,
+        };
+        Ok(Self::with_store(Arc::new(store), key.bytes().to_vec()))
     }
 
     /// Records in `store`, authenticated with `key`.

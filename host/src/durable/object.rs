@@ -1,0 +1,141 @@
+//! Paused runs in an S3-compatible object store (`s3://bucket/prefix`), through `object_store`,
+//! so that a fleet of codemode processes can pause on one machine and resume on another.
+//!
+//! Credentials, region and endpoint come from the usual `AWS_*` environment variables
+//! (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT` and
+//! `AWS_ALLOW_HTTP=true` for a local server). A claim is a conditional create
+//! (`If-None-Match: *`) of the run's tombstone, which the store makes atomic.
+
+use futures::future::BoxFuture;
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut};
+use object_store::path::Path;
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+
+use super::store::{StateStore, StoreError};
+
+/// Records as objects `<prefix>/runs/<id>.run`, tombstones as `<prefix>/runs/<id>.resumed`.
+#[derive(Debug)]
+pub struct ObjectStateStore {
+    store: AmazonS3,
+    prefix: String,
+    url: String,
+}
+
+impl ObjectStateStore {
+    /// The store `url` names (`s3://bucket` or `s3://bucket/prefix`), configured from the
+    /// environment.
+    pub fn s3(url: &str) -> Result<Self, String> {
+        Self::s3_with(url, &[])
+    }
+
+    /// [`ObjectStateStore::s3`] with `options` over the environment's, by `object_store`'s
+    /// configuration names (`aws_endpoint`, `aws_allow_http`, `aws_access_key_id`, …).
+    pub fn s3_with(url: &str, options: &[(&str, &str)]) -> Result<Self, String> {
+        let rest = url
+            .strip_prefix("s3://")
+            .ok_or_else(|| format!("{url}: an object store is named s3://bucket/prefix"))?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(format!("{url}: the bucket is missing (s3://bucket/prefix)"));
+        }
+        let mut builder = AmazonS3Builder::from_env();
+        for (name, value) in options {
+            let key: AmazonS3ConfigKey = name
+                .parse()
+                .map_err(|e| format!("{url}: option {name}: {e}"))?;
+            builder = builder.with_config(key, *value);
+        }
+        let store = builder
+            .with_bucket_name(bucket)
+            .with_conditional_put(S3ConditionalPut::ETagMatch)
+            .build()
+            .map_err(|e| format!("{url}: {e}"))?;
+        Ok(Self {
+            store,
+            prefix: prefix.trim_matches('/').to_owned(),
+            url: url.to_owned(),
+        })
+    }
+
+    fn path(&self, run_id: &str, suffix: &str) -> Path {
+        let name = format!("runs/{run_id}.{suffix}");
+        if self.prefix.is_empty() {
+            Path::from(name)
+        } else {
+            Path::from(format!("{}/{name}", self.prefix))
+        }
+    }
+}
+
+fn failed(what: &str, path: &Path, error: object_store::Error) -> StoreError {
+    StoreError(format!("cannot {what} {path}: {error}"))
+}
+
+impl StateStore for ObjectStateStore {
+    fn describe(&self) -> String {
+        self.url.clone()
+    }
+
+    fn put(&self, run_id: &str, record: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {
+        let path = self.path(run_id, "run");
+        Box::pin(async move {
+            self.store
+                .put(&path, PutPayload::from(record))
+                .await
+                .map(drop)
+                .map_err(|e| failed("write", &path, e))
+        })
+    }
+
+    fn get(&self, run_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+        let path = self.path(run_id, "run");
+        Box::pin(async move {
+            let found = match self.store.get(&path).await {
+                Ok(found) => found,
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(failed("read", &path, e)),
+            };
+            let bytes = found.bytes().await.map_err(|e| failed("read", &path, e))?;
+            Ok(Some(bytes.to_vec()))
+        })
+    }
+
+    fn claim(&self, run_id: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
+        let path = self.path(run_id, "resumed");
+        Box::pin(async move {
+            let create = PutOptions {
+                mode: PutMode::Create,
+                ..PutOptions::default()
+            };
+            match self.store.put_opts(&path, PutPayload::new(), create).await {
+                Ok(_) => Ok(true),
+                Err(
+                    object_store::Error::AlreadyExists { .. }
+                    | object_store::Error::Precondition { .. },
+                ) => Ok(false),
+                Err(e) => Err(failed("create", &path, e)),
+            }
+        })
+    }
+
+    fn claimed(&self, run_id: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
+        let path = self.path(run_id, "resumed");
+        Box::pin(async move {
+            match self.store.head(&path).await {
+                Ok(_) => Ok(true),
+                Err(object_store::Error::NotFound { .. }) => Ok(false),
+                Err(e) => Err(failed("read", &path, e)),
+            }
+        })
+    }
+
+    fn remove(&self, run_id: &str) -> BoxFuture<'_, Result<(), StoreError>> {
+        let path = self.path(run_id, "run");
+        Box::pin(async move {
+            match self.store.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(failed("remove", &path, e)),
+            }
+        })
+    }
+}
