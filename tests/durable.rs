@@ -671,3 +671,61 @@ fn claims_against(server: &S3Server) {
         assert_eq!(store.get(id).await.unwrap(), None);
     });
 }
+
+#[test]
+fn an_approval_becomes_a_pause_and_a_person_decides_later() {
+    let dir = state_dir("approval");
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = dir.join("program.ts");
+    std::fs::write(
+        &program,
+        r#"
+const a = await tools.echo({ n: 1 });
+let b: unknown;
+try { b = await tools.echo({ n: 2 }); } catch (e) { b = `${e.name}: ${e.message}`; }
+return { a, b };
+"#,
+    )
+    .unwrap();
+    let program = program.to_str().unwrap();
+    let ask = ["--ask", "echo", "--pause-on-ask", "--json"];
+    let (code, first, stderr) = cli(&[&["run", program][..], &ask].concat(), &dir);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert_eq!(
+        first["paused"]["pending"],
+        json!([{"callId": "1", "tool": "echo", "arguments": {"n": 1}, "approval": true}])
+    );
+    let run_id = first["paused"]["runId"].as_str().unwrap().to_owned();
+
+    // An approval is a decision, not a result.
+    let (code, _, stderr) = cli(&["resume", &run_id, "--reply", "1=\"sure\""], &dir);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("waits for an approval"), "{stderr}");
+
+    // Approved: the call is made for real, through the pipeline, in the resuming process.
+    let (code, second, stderr) = cli(
+        &[&["resume", &run_id, "--reply", "1=true"][..], &ask].concat(),
+        &dir,
+    );
+    assert_eq!(code, Some(3), "{stderr}");
+    assert_eq!(
+        second["calls"],
+        json!([{"subCallId": "run:code:1", "tool": "echo", "outcome": "resolved"}])
+    );
+    assert_eq!(second["paused"]["pending"][0]["callId"], json!("2"));
+    let again = second["paused"]["runId"].as_str().unwrap().to_owned();
+
+    // Denied: the program gets a ToolCallError and the call is never made.
+    let (code, done, stderr) = cli(&["resume", &again, "--reply", "2=false", "--json"], &dir);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(done["calls"], json!([]));
+    assert_eq!(
+        done["result"],
+        json!({"a": {"n": 1}, "b": "ToolCallError: tool \"echo\" was not approved"})
+    );
+
+    let (code, _, stderr) = cli(&["run", program, "--pause-on-ask"], &dir);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("--ask NAME"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

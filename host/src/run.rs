@@ -156,6 +156,8 @@ struct PausingCall {
     name: String,
     /// Lossless JSON text: kept as written, for the record and the pause report.
     arguments: String,
+    /// Waits for a decision (`approve_on`) rather than a result.
+    approval: bool,
 }
 
 struct MemoryLimiter {
@@ -219,6 +221,8 @@ pub struct RunState {
     random_counter: u64,
     /// Bindings whose calls pause the run instead of running.
     pause_on: BTreeSet<BindingRef>,
+    /// Bindings whose calls pause the run for an approval.
+    approve_on: BTreeSet<BindingRef>,
     pausing: BTreeMap<u32, PausingCall>,
     /// A timer due within this keeps the run waiting instead of pausing.
     pause_threshold: std::time::Duration,
@@ -264,6 +268,7 @@ impl RunState {
             random_state: Default::default(),
             random_counter: 0,
             pause_on: BTreeSet::new(),
+            approve_on: BTreeSet::new(),
             pausing: BTreeMap::new(),
             pause_threshold: crate::durable::DEFAULT_PAUSE_THRESHOLD,
             preinitializing: false,
@@ -379,17 +384,17 @@ impl RunState {
         argument_bytes: usize,
     ) {
         self.open_call(id, global, name, argument_bytes);
-        let pauses = self
-            .pause_on
-            .iter()
-            .any(|b| b.global == global && b.name == name);
-        if pauses {
+        let named =
+            |set: &BTreeSet<BindingRef>| set.iter().any(|b| b.global == global && b.name == name);
+        let approval = named(&self.approve_on);
+        if approval || named(&self.pause_on) {
             let arguments = json::to_string(&args);
             json::drop_deep(args);
             let call = PausingCall {
                 global: global.to_owned(),
                 name: name.to_owned(),
                 arguments,
+                approval,
             };
             self.pausing.insert(id, call);
             return;
@@ -752,6 +757,7 @@ pub(crate) struct Keeping<'a> {
     /// The TypeScript the model wrote, kept for positions in later failures.
     pub program: &'a str,
     pub pause_on: BTreeSet<BindingRef>,
+    pub approve_on: BTreeSet<BindingRef>,
 }
 
 /// Runs `start` in a fresh instance of `pre`, once one of the engine's `slots` is free.
@@ -805,6 +811,7 @@ pub(crate) async fn execute(
     let mut state = RunState::new(budgets, boot, bindings, control, started);
     if let Some(keeping) = &keeping {
         state.pause_on = keeping.pause_on.clone();
+        state.approve_on = keeping.approve_on.clone();
         state.pause_threshold = keeping.durability.threshold();
     }
     let mut fuel_before = 0;
@@ -812,9 +819,7 @@ pub(crate) async fn execute(
         fuel_before = resumed.header.fuel_spent;
         state.restore(&resumed.header.host);
         for (id, reply) in std::mem::take(&mut resumed.replies) {
-            state.pausing.remove(&id);
-            let frame = state.delivery_for(id, reply);
-            state.ready.push_back(frame);
+            state.answer(id, reply);
         }
     }
     let mut store = Store::new(pre.module().engine(), state);
@@ -988,6 +993,7 @@ async fn pause(
             global: call.global.clone(),
             name: call.name.clone(),
             arguments,
+            approval: call.approval,
         });
     }
     let run = PausedRun {
@@ -1141,6 +1147,7 @@ impl RunState {
                     global: call.global.clone(),
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
+                    approval: call.approval,
                 }
             })
             .collect();
@@ -1160,7 +1167,41 @@ impl RunState {
             ledger: self.ledger.clone(),
             logs: self.logs.clone(),
             pause_on: self.pause_on.clone(),
+            approve_on: self.approve_on.clone(),
         }
+    }
+
+    /// Answers pending call `id`: a result is delivered; an approval's `true` makes the call
+    /// now (through its binding, like any call), anything else denies it.
+    fn answer(&mut self, id: u32, reply: Result<Value, String>) {
+        let Some(call) = self.pausing.remove(&id) else {
+            return;
+        };
+        if !call.approval {
+            let frame = self.delivery_for(id, reply);
+            self.ready.push_back(frame);
+            return;
+        }
+        let denial = match reply {
+            Ok(Value::Bool(true)) => match self.binding(&call.global, &call.name) {
+                Some(f) => {
+                    // Written by `json::to_string` at the call: parses back.
+                    let args = json::parse(call.arguments.as_bytes()).unwrap_or(Value::Null);
+                    let future = f(args, self.call_controller.signal());
+                    self.in_flight
+                        .push(Box::pin(async move { (id, future.await) }));
+                    return;
+                }
+                None => format!(
+                    "tool \"{}\" was approved but is no longer available",
+                    record_name(&call.name)
+                ),
+            },
+            Ok(_) => format!("tool \"{}\" was not approved", record_name(&call.name)),
+            Err(message) => message,
+        };
+        let frame = self.delivery_for(id, Err(denial));
+        self.ready.push_back(frame);
     }
 
     /// Takes up a paused run's host side; its timers count their remaining time from now.
@@ -1171,6 +1212,7 @@ impl RunState {
         self.ledger = host.ledger.clone();
         self.logs = host.logs.clone();
         self.pause_on.extend(host.pause_on.iter().cloned());
+        self.approve_on.extend(host.approve_on.iter().cloned());
         for call in &host.pending {
             self.open_calls.insert(
                 call.id,
@@ -1186,6 +1228,7 @@ impl RunState {
                     global: call.global.clone(),
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
+                    approval: call.approval,
                 },
             );
         }

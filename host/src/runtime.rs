@@ -209,7 +209,9 @@ impl WasmCodeRuntime {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let pauses = !request.pause_on.is_empty() || request.resume.is_some();
+        let pauses = !request.pause_on.is_empty()
+            || !request.approve_on.is_empty()
+            || request.resume.is_some();
         let durability = match durability {
             Some(durability) => Some(durability),
             None if pauses => {
@@ -279,6 +281,7 @@ impl WasmCodeRuntime {
                 image,
                 program: &request.program,
                 pause_on: request.pause_on.clone(),
+                approve_on: request.approve_on.clone(),
             });
         let mut result = run::execute(
             inner.interruption,
@@ -346,6 +349,7 @@ impl WasmCodeRuntime {
             image,
             program: &program,
             pause_on: request.pause_on,
+            approve_on: request.approve_on,
         };
         let resumed = Resumed {
             header,
@@ -398,6 +402,12 @@ fn match_replies(
                 waiting()
             )));
         };
+        if call.approval && !matches!(reply, Ok(serde_json::Value::Bool(_)) | Err(_)) {
+            return Err(RunRejection::Pause(format!(
+                "call {call_id} of run {} waits for an approval: reply true to make the call, false to deny it, or reject it with a message",
+                header.run_id
+            )));
+        }
         if matched.iter().any(|(id, _)| *id == call.id) {
             return Err(RunRejection::Pause(format!(
                 "call {call_id} of run {} is answered twice",

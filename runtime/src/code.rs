@@ -78,6 +78,10 @@ pub struct RunRequest {
     /// stops with [`RunResult::paused`] for its caller to answer later. A runtime that cannot
     /// keep paused runs refuses a request naming any with [`RunRejection::Pause`].
     pub pause_on: BTreeSet<BindingRef>,
+    /// Binding functions whose calls pause the run for a human's *approval*: like `pause_on`,
+    /// but the answer is a decision, not the result. A resume's `true` makes the call for real
+    /// (the program gets its result), `false` or a rejection denies it.
+    pub approve_on: BTreeSet<BindingRef>,
     /// Continue the paused run this names instead of starting `program`.
     pub resume: Option<Resume>,
 }
@@ -137,6 +141,10 @@ pub struct PendingCall {
     pub name: String,
     /// What the program passed.
     pub arguments: Value,
+    /// The call waits for an approval (`RunRequest::approve_on`): answer `true` to make it,
+    /// `false` or a rejection to deny it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approval: bool,
 }
 
 /// What a run produced. `value` is absent when the run failed or returned `undefined`.

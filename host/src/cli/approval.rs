@@ -69,3 +69,14 @@ fn ask(question: &str) -> ApprovalOutcome {
         },
     }
 }
+
+/// The approval hook under `--pause-on-ask`: a call that needs an approval pauses the run
+/// before it reaches the pipeline, so a call that reaches this hook is one a person approved
+/// with `codemode resume --reply ID=true`.
+pub struct ApprovedAtResume;
+
+impl ApprovalHook for ApprovedAtResume {
+    fn request(&self, _request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
+        Box::pin(async { ApprovalOutcome::AllowedOnce })
+    }
+}

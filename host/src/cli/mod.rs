@@ -180,6 +180,11 @@ pub struct RunArgs {
     /// with 3, printing the run id and the pending calls; `codemode resume` continues it.
     #[arg(long = "pause-on", value_name = "NAME")]
     pub pause_on: Vec<String>,
+    /// With --ask: a call that needs an approval pauses the run instead of asking on the
+    /// terminal, so that a person can answer later with `codemode resume` (`--reply ID=true`
+    /// makes the call, `--reply ID=false` or `--reject ID=MESSAGE` denies it).
+    #[arg(long)]
+    pub pause_on_ask: bool,
     #[command(flatten)]
     pub state: StateArgs,
     #[command(flatten)]
@@ -218,6 +223,11 @@ pub struct ResumeArgs {
     /// always do).
     #[arg(long = "pause-on", value_name = "NAME")]
     pub pause_on: Vec<String>,
+    /// With --ask: a call that needs an approval pauses the run instead of asking on the
+    /// terminal, so that a person can answer later with `codemode resume` (`--reply ID=true`
+    /// makes the call, `--reply ID=false` or `--reject ID=MESSAGE` denies it).
+    #[arg(long)]
+    pub pause_on_ask: bool,
     #[command(flatten)]
     pub state: StateArgs,
     /// Budgets are the run's own (kept with it); these flags set only scheduling and events.

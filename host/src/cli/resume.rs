@@ -41,7 +41,12 @@ pub async fn resume(args: ResumeArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let pausing = match Pausing::open(&args.state, args.pause_on.clone()) {
+    let approve_on = if args.pause_on_ask {
+        args.tools.ask.clone()
+    } else {
+        Vec::new()
+    };
+    let pausing = match Pausing::open(&args.state, args.pause_on.clone(), approve_on) {
         Ok(pausing) => pausing,
         Err(message) => {
             eprintln!("{message}");

@@ -11,7 +11,7 @@ use codemode_runtime::signal::AbortController;
 use codemode_runtime::tools::{ToolExecutionInput, RUN_CODE_NAME};
 use serde_json::{json, Map, Value};
 
-use super::approval::TerminalApproval;
+use super::approval::{ApprovedAtResume, TerminalApproval};
 use super::session::{Pausing, ToolSession};
 use super::{BudgetArgs, RunArgs, ToolArgs, EXIT_OK, EXIT_PAUSED, EXIT_PROGRAM_FAILED, EXIT_USAGE};
 
@@ -64,11 +64,15 @@ fn paused_json(paused: &PausedRun) -> Value {
         .pending
         .iter()
         .map(|call| {
-            json!({
+            let mut entry = json!({
                 "callId": call.call_id,
                 "tool": tool_name(&call.global, &call.name),
                 "arguments": json::clone_deep(&call.arguments),
-            })
+            });
+            if call.approval {
+                entry["approval"] = Value::Bool(true);
+            }
+            entry
         })
         .collect();
     json!({"runId": paused.run_id, "pending": Value::Array(pending)})
@@ -177,10 +181,15 @@ fn print_human(result: &RunResult, program: &str) {
         eprintln!("paused: run {} waits for", paused.run_id);
         for call in &paused.pending {
             eprintln!(
-                "  call {}: {}({})",
+                "  call {}: {}({}){}",
                 call.call_id,
                 printable(&tool_name(&call.global, &call.name)),
-                printable(&json::to_string(&call.arguments))
+                printable(&json::to_string(&call.arguments)),
+                if call.approval {
+                    ", waiting for an approval (true or false)"
+                } else {
+                    ""
+                }
             );
         }
         let first = paused.pending.first().map_or("1", |c| c.call_id.as_str());
@@ -259,10 +268,19 @@ pub async fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let pausing = if args.pause_on.is_empty() {
+    if args.pause_on_ask && args.tools.ask.is_empty() {
+        eprintln!("codemode: --pause-on-ask turns the approvals --ask asks for into pauses: name the tools with --ask NAME");
+        return EXIT_USAGE;
+    }
+    let approve_on = if args.pause_on_ask {
+        args.tools.ask.clone()
+    } else {
+        Vec::new()
+    };
+    let pausing = if args.pause_on.is_empty() && approve_on.is_empty() {
         None
     } else {
-        match Pausing::open(&args.state, args.pause_on.clone()) {
+        match Pausing::open(&args.state, args.pause_on.clone(), approve_on) {
             Ok(pausing) => Some(pausing),
             Err(message) => {
                 eprintln!("{message}");
@@ -314,9 +332,13 @@ pub(super) async fn run_job(
     if let (Some(pausing), Some(resume)) = (&pausing, job.resume) {
         pausing.resumptions.offer("run", resume);
     }
-    if let Err(message) =
+    let pauses_on_ask = pausing.as_ref().is_some_and(|p| !p.approve_on.is_empty());
+    let installed = if pauses_on_ask {
+        session.install_run_code(budget, &tools.ask, ApprovedAtResume, Some(on_run), pausing)
+    } else {
         session.install_run_code(budget, &tools.ask, TerminalApproval, Some(on_run), pausing)
-    {
+    };
+    if let Err(message) = installed {
         eprintln!("{message}");
         return EXIT_USAGE;
     }

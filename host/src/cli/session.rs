@@ -182,6 +182,7 @@ impl ToolSession {
             runtime.keep_paused_runs(pausing.durability);
             config = config
                 .pause_on(pausing.pause_on)
+                .approve_on(pausing.approve_on)
                 .resumptions(pausing.resumptions);
         }
         if let Some(path) = &budget.events {
@@ -210,12 +211,18 @@ impl ToolSession {
 pub struct Pausing {
     pub durability: Durability,
     pub pause_on: Vec<String>,
+    /// Tools whose approvals pause the run (`--pause-on-ask`: the `--ask` tools).
+    pub approve_on: Vec<String>,
     pub resumptions: Arc<Resumptions>,
 }
 
 impl Pausing {
     /// Opens the state store `--state` names (or the default directory).
-    pub fn open(state: &super::StateArgs, pause_on: Vec<String>) -> Result<Self, String> {
+    pub fn open(
+        state: &super::StateArgs,
+        pause_on: Vec<String>,
+        approve_on: Vec<String>,
+    ) -> Result<Self, String> {
         let url = state
             .state
             .as_deref()
@@ -234,6 +241,7 @@ impl Pausing {
         Ok(Self {
             durability,
             pause_on,
+            approve_on,
             resumptions: Arc::default(),
         })
     }

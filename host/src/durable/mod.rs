@@ -217,6 +217,7 @@ mod tests {
                 ledger: codemode_runtime::ledger::Ledger::new(100),
                 logs: Vec::new(),
                 pause_on: Default::default(),
+                approve_on: Default::default(),
             },
         }
     }

@@ -82,6 +82,8 @@ pub struct HostState {
     pub ledger: Ledger,
     pub logs: Vec<String>,
     pub pause_on: BTreeSet<BindingRef>,
+    #[serde(default)]
+    pub approve_on: BTreeSet<BindingRef>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -96,6 +98,9 @@ pub struct SavedCall {
     /// The arguments as lossless JSON text (kept as text: they may nest deeper than a
     /// recursive parser allows).
     pub arguments: String,
+    /// Waits for an approval rather than a result.
+    #[serde(default)]
+    pub approval: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]

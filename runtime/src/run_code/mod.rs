@@ -80,6 +80,8 @@ pub struct RunCodeConfig {
     /// Tools whose calls pause the run instead of running (see `RunRequest::pause_on`); the
     /// runtime must keep paused runs.
     pub pause_on: BTreeSet<String>,
+    /// Tools whose calls pause the run for an approval (see `RunRequest::approve_on`).
+    pub approve_on: BTreeSet<String>,
     /// Where the host leaves resumptions for `run_code` calls it is about to make.
     pub resumptions: Option<Arc<Resumptions>>,
 }
@@ -117,6 +119,7 @@ impl Default for RunCodeConfig {
             events: None,
             on_run: None,
             pause_on: BTreeSet::new(),
+            approve_on: BTreeSet::new(),
             resumptions: None,
         }
     }
@@ -130,6 +133,7 @@ impl fmt::Debug for RunCodeConfig {
             .field("events", &self.events.is_some())
             .field("on_run", &self.on_run.is_some())
             .field("pause_on", &self.pause_on)
+            .field("approve_on", &self.approve_on)
             .field("resumptions", &self.resumptions.is_some())
             .finish()
     }
@@ -157,6 +161,12 @@ impl RunCodeConfig {
     /// Makes calls of `tools` pause the run instead of running.
     pub fn pause_on(mut self, tools: impl IntoIterator<Item = String>) -> Self {
         self.pause_on.extend(tools);
+        self
+    }
+
+    /// Makes calls of `tools` pause the run until a human approves or denies them.
+    pub fn approve_on(mut self, tools: impl IntoIterator<Item = String>) -> Self {
+        self.approve_on.extend(tools);
         self
     }
 

@@ -100,6 +100,7 @@ fn output_schema() -> Value {
                                 "callId": {"type": "string"},
                                 "tool": {"type": "string"},
                                 "arguments": {},
+                                "approval": {"type": "boolean"},
                             },
                             "required": ["callId", "tool", "arguments"],
                         },
@@ -220,6 +221,12 @@ async fn execute(
         .iter()
         .map(|name| BindingRef::new("tools", name))
         .collect();
+    let approve_on: BTreeSet<BindingRef> = shared
+        .config
+        .approve_on
+        .iter()
+        .map(|name| BindingRef::new("tools", name))
+        .collect();
     let resume = shared
         .config
         .resumptions
@@ -228,6 +235,7 @@ async fn execute(
     let request = RunRequest {
         program: code.to_owned(),
         pause_on,
+        approve_on,
         resume,
         bindings: vec![BindingNamespace {
             global: "tools".to_owned(),
@@ -340,7 +348,12 @@ fn paused_json(paused: PausedRun) -> Value {
             } else {
                 format!("{}.{}", call.global, call.name)
             };
-            json!({"callId": call.call_id, "tool": tool, "arguments": call.arguments})
+            let mut entry =
+                json!({"callId": call.call_id, "tool": tool, "arguments": call.arguments});
+            if call.approval {
+                entry["approval"] = Value::Bool(true);
+            }
+            entry
         })
         .collect();
     json!({"runId": paused.run_id, "pending": Value::Array(pending)})
