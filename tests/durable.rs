@@ -257,6 +257,13 @@ fn record_path(dir: &Path, run_id: &str) -> PathBuf {
 async fn tampered_unknown_and_twice_resumed_records_are_refused_before_anything_runs() {
     let dir = state_dir("refusals");
     let rt = runtime(&dir, Budgets::default());
+    // A paused run has not returned: no missing-return hint for its bare last expression.
+    let bare = start(&rt, "await tools.approve({ n: 0 })").await;
+    assert!(
+        paused(&bare).pending.len() == 1 && bare.hint.is_none(),
+        "{:?}",
+        bare.hint
+    );
     let first = start(&rt, "return await tools.approve({ n: 1 });").await;
     let pause = paused(&first).clone();
     let id = pause.pending[0].call_id.clone();

@@ -1239,8 +1239,8 @@ impl RunState {
     }
 }
 
-/// The linear memory a fresh instance of `pre` starts with. Runs no guest code; takes the
-/// pool's spare slot (the one pre-initialisation used) for a moment.
+/// The linear memory a fresh instance of `pre` starts with. Runs no guest code; the caller
+/// holds a slot for it.
 pub(crate) async fn pristine_memory(
     pre: &InstancePre<RunState>,
     interruption: Interruption,

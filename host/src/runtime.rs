@@ -158,6 +158,12 @@ impl WasmCodeRuntime {
         inner
             .image
             .get_or_try_init(|| async {
+                // A slot like any run's: callers hold none yet, so this cannot deadlock.
+                let _slot = inner
+                    .slots
+                    .acquire()
+                    .await
+                    .map_err(|_| "the sandbox's slots are closed".to_owned())?;
                 run::pristine_memory(&inner.pre, inner.interruption)
                     .await
                     .map(|bytes| Arc::new(Image::new(bytes)))

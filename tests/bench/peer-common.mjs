@@ -12,7 +12,37 @@ export const PROGRAMS = {
   hold: 'await tools.hold({}); return 1;',
   spin: 'for (;;) {}',
   compute: readFileSync(new URL('./workloads/compute.js', import.meta.url), 'utf8'),
+  data: readFileSync(new URL('./workloads/data.js', import.meta.url), 'utf8'),
 };
+
+// The data workload's tool result: DATA_ROWS rows from a MINSTD generator (products stay below
+// 2^53, so JavaScript and Rust compute the same sequence), written out the way JSON.stringify
+// writes them. `codemode bench` builds the same text (`data_text` in host/src/cli/bench.rs).
+export const DATA_ROWS = 50000;
+const FIRST = ['Ada', 'Alan', 'Barbara', 'Claude', 'Dennis', 'Edsger', 'Frances', 'Grace', 'Hedy', 'Ivan', 'John', 'Ken', 'Leslie', 'Margaret', 'Niklaus', 'Ole', 'Radia', 'Shafi', 'Tony', 'Yukihiro'];
+const LAST = ['Lovelace', 'Turing', 'Liskov', 'Shannon', 'Ritchie', 'Dijkstra', 'Allen', 'Hopper', 'Lamarr', 'Sutherland', 'McCarthy', 'Thompson', 'Lamport', 'Hamilton', 'Wirth', 'Dahl', 'Perlman', 'Goldwasser', 'Hoare', 'Matsumoto'];
+const REGIONS = ['north', 'south', 'east', 'west', 'central', 'coastal', 'highland', 'island'];
+const TAGS = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta', 'iota', 'kappa'];
+
+export function dataText(rows = DATA_ROWS) {
+  let seed = 20261201;
+  const next = () => (seed = (seed * 48271) % 2147483647);
+  const pad = (n) => String(n).padStart(2, '0');
+  const out = [];
+  for (let id = 0; id < rows; id++) {
+    out.push({
+      id,
+      name: `${FIRST[next() % 20]} ${LAST[next() % 20]}`,
+      region: REGIONS[next() % 8],
+      amount: next() % 100000,
+      score: next() % 100,
+      active: next() % 2 === 0,
+      tags: [TAGS[next() % 10], TAGS[next() % 10]],
+      created: `2026-${pad(1 + (next() % 12))}-${pad(1 + (next() % 28))}`,
+    });
+  }
+  return JSON.stringify(out);
+}
 export const ECHO_CALLS = 1000;
 export const COMPUTE_EXPECTED = 899397;
 export const KILL_BUDGET_MS = 100;
@@ -145,10 +175,28 @@ async function compute(run) {
   return median(times);
 }
 
+// The data workload, three runs: the run with the median total, its phases as the program
+// timed them, and what it computed (every engine must compute the same).
+export const DATA_PHASES = ['transfer', 'parse', 'aggregate', 'filterSort', 'stringify'];
+async function data(run) {
+  const text = dataText();
+  const tools = { read_file: async () => text };
+  const outcomes = [];
+  for (let i = 0; i < 3; i++) {
+    const { value, wallMs } = await run(PROGRAMS.data, { tools });
+    if (!value || !value.phases) throw new Error(`the data workload returned ${JSON.stringify(value)}`);
+    outcomes.push({ ...value, wallMs });
+  }
+  outcomes.sort((a, b) => a.wallMs - b.wallMs);
+  const middle = outcomes[1];
+  return { total_ms: middle.wallMs, phases_ms: middle.phases, check: middle.check };
+}
+
 // Every measured key of the report, taken in this order. `concurrency` is how many runs
-// runs_per_sec keeps in flight. `rssRun` gives the `run` the live instances are held with; it is
-// asked for only then, so that a peer can measure them in a sandbox host of their own.
-export async function measure(run, { runs, concurrency = 1, rssRun = () => run }) {
+// runs_per_sec keeps in flight. `rssRun` gives the `run` the live instances are held with, and
+// `dataRun` the one the data workload runs on; each is asked for only then, so that a peer can
+// measure them in a sandbox host of their own.
+export async function measure(run, { runs, concurrency = 1, rssRun = () => run, dataRun = () => run }) {
   const fresh = await freshRuns(run, runs);
   return {
     runs,
@@ -158,6 +206,7 @@ export async function measure(run, { runs, concurrency = 1, rssRun = () => run }
     parallel_10x100ms_ms: await parallelSleeps(run),
     runs_per_sec: await runsPerSec(run, concurrency),
     compute_ms: await compute(run),
+    data: await data(await dataRun()),
     kill_latency_ms: await killLatency(run),
     rss_per_instance_mib: await rssPerInstance(await rssRun()),
   };
@@ -174,6 +223,7 @@ const KEYS = [
   'rss_per_instance_mib',
   'kill_latency_ms',
   'compute_ms',
+  'data',
   'notes',
 ];
 

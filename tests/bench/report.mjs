@@ -186,6 +186,42 @@ function render(results) {
     }
   }
 
+  const withData = present.filter((s) => results[s.id].data && typeof results[s.id].data === 'object');
+  if (withData.length > 0) {
+    lines.push('', '## Data workload', '');
+    lines.push(
+      '`tests/bench/workloads/data.js`: a `read_file` tool hands the program 50,000 generated rows ' +
+        '(about 7 MB of JSON, the same bytes for every system); the program parses them, aggregates ' +
+        'with `for…of`, filters, sorts and slices, and `JSON.stringify`s a projection, timing each ' +
+        'phase itself with `Date.now()`. The median of three runs by total; "×" columns divide ' +
+        "codemode's time by the peer's.",
+      '',
+    );
+    const phases = [
+      ['transfer', 'reply transfer'],
+      ['parse', '`JSON.parse`'],
+      ['aggregate', '`for…of` aggregate'],
+      ['filterSort', 'filter + sort + slice'],
+      ['stringify', '`JSON.stringify` projection'],
+    ];
+    const others = withData.filter((s) => s.id !== 'codemode');
+    const head = ['phase (ms)', ...withData.map((s) => s.title), ...others.map((s) => `codemode ÷ ${s.title}`)];
+    lines.push(`| ${head.join(' | ')} |`, `| ${head.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`);
+    const row = (label, pick) => {
+      const values = withData.map((s) => pick(results[s.id].data));
+      const mine = codemode?.data ? pick(codemode.data) : undefined;
+      const ratios = others.map((s) => {
+        const theirs = pick(results[s.id].data);
+        return isNumber(mine) && isNumber(theirs) && theirs > 0 ? `${fmt(mine / theirs)}×` : 'n/a';
+      });
+      lines.push(`| ${label} | ${[...values.map(fmt), ...ratios].join(' | ')} |`);
+    };
+    for (const [key, label] of phases) row(label, (d) => d.phases_ms?.[key]);
+    row('whole run', (d) => d.total_ms);
+    const checks = new Set(withData.map((s) => JSON.stringify(results[s.id].data.check)));
+    lines.push('', checks.size === 1 ? 'Every system computed the same result.' : '**The systems computed different results.**');
+  }
+
   const study = codemode?.interruption;
   if (study && typeof study === 'object') {
     lines.push('', '## Interruption schemes', '');

@@ -288,12 +288,115 @@ async fn interruption_study() -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
+/// The data workload shared with the peer scripts: it reads `data_text()` through a
+/// `read_file` tool and times its phases itself.
+const DATA_PROGRAM: &str = include_str!("../../../tests/bench/workloads/data.js");
+const DATA_ROWS: u64 = 50_000;
+
+/// The data workload's tool result, byte for byte what `dataText` in
+/// tests/bench/peer-common.mjs builds: MINSTD-generated rows, written as JSON.stringify would.
+fn data_text(rows: u64) -> String {
+    const FIRST: [&str; 20] = [
+        "Ada", "Alan", "Barbara", "Claude", "Dennis", "Edsger", "Frances", "Grace", "Hedy", "Ivan",
+        "John", "Ken", "Leslie", "Margaret", "Niklaus", "Ole", "Radia", "Shafi", "Tony",
+        "Yukihiro",
+    ];
+    const LAST: [&str; 20] = [
+        "Lovelace",
+        "Turing",
+        "Liskov",
+        "Shannon",
+        "Ritchie",
+        "Dijkstra",
+        "Allen",
+        "Hopper",
+        "Lamarr",
+        "Sutherland",
+        "McCarthy",
+        "Thompson",
+        "Lamport",
+        "Hamilton",
+        "Wirth",
+        "Dahl",
+        "Perlman",
+        "Goldwasser",
+        "Hoare",
+        "Matsumoto",
+    ];
+    const REGIONS: [&str; 8] = [
+        "north", "south", "east", "west", "central", "coastal", "highland", "island",
+    ];
+    const TAGS: [&str; 10] = [
+        "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
+    ];
+    use std::fmt::Write;
+    let mut seed: u64 = 20_261_201;
+    let mut next = move || {
+        seed = seed * 48_271 % 2_147_483_647;
+        seed as usize
+    };
+    let mut out = String::with_capacity(rows as usize * 150);
+    out.push('[');
+    for id in 0..rows {
+        if id > 0 {
+            out.push(',');
+        }
+        let (first, last, region) = (FIRST[next() % 20], LAST[next() % 20], REGIONS[next() % 8]);
+        let (amount, score, active) = (next() % 100_000, next() % 100, next() % 2 == 0);
+        let (tag_a, tag_b) = (TAGS[next() % 10], TAGS[next() % 10]);
+        let (month, day) = (1 + next() % 12, 1 + next() % 28);
+        let _ = write!(
+            out,
+            r#"{{"id":{id},"name":"{first} {last}","region":"{region}","amount":{amount},"score":{score},"active":{active},"tags":["{tag_a}","{tag_b}"],"created":"2026-{month:02}-{day:02}"}}"#
+        );
+    }
+    out.push(']');
+    out
+}
+
+/// The data workload, three runs: the median run's total and phases, and what it computed.
+async fn data_workload(rt: &WasmCodeRuntime) -> Result<Value, String> {
+    let text = Arc::new(data_text(DATA_ROWS));
+    let read_file: BindingFn = {
+        let text = text.clone();
+        codemode_runtime::code::binding(move |_, _| {
+            let text = text.clone();
+            async move { Ok(Value::String(String::clone(&text))) }
+        })
+    };
+    let namespace = tools_namespace([("read_file".to_owned(), read_file)].into());
+    let mut outcomes = Vec::new();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let result = rt
+            .run(request(DATA_PROGRAM, vec![namespace.clone()]))
+            .await
+            .map_err(|e| e.to_string())?;
+        let total = started.elapsed();
+        if let Some(error) = result.error {
+            return Err(format!("the data workload failed: {}", error.message));
+        }
+        let value = result.value.ok_or("the data workload returned nothing")?;
+        outcomes.push((total, value));
+    }
+    outcomes.sort_by_key(|(total, _)| *total);
+    let (total, value) = &outcomes[1];
+    Ok(json!({
+        "total_ms": ms(*total),
+        "phases_ms": value["phases"],
+        "check": value["check"],
+        "input_bytes": text.len(),
+    }))
+}
+
 /// A program that pauses at once, and one that holds 10 MB of live strings when it pauses.
 const PAUSE_SMALL: &str = "const v = await tools.approve({}); return v;";
 const PAUSE_10MB: &str = "const rows = Array.from({ length: 100000 }, (_, i) => String(i).padStart(100, 'x')); const v = await tools.approve({}); return [v, rows.length, rows[99999].length];";
+/// The same amount of live data, random (what compresses worst).
+const PAUSE_10MB_RANDOM: &str = "const rows = Array.from({ length: 100000 }, () => Array.from({ length: 5 }, () => Math.random().toString(36).slice(2, 22)).join('')); const v = await tools.approve({}); return [v, rows.length];";
 
 /// Record size, pause time (writing the record) and resume time (reading, checking and
-/// restoring it) for both programs, medians of a few runs, on a private state directory.
+/// restoring it) for each program, medians of three runs, on a private state directory.
 async fn durable_study() -> Result<Value, String> {
     use codemode_runtime::code::{BindingRef, Resume};
     let dir = std::env::temp_dir().join(format!("codemode-bench-state-{}", std::process::id()));
@@ -304,9 +407,14 @@ async fn durable_study() -> Result<Value, String> {
     let approve: BindingFn = codemode_runtime::code::binding(|args, _| async move { Ok(args) });
     let namespace = || tools_namespace([("approve".to_owned(), approve.clone())].into());
     let mut out = serde_json::Map::new();
-    for (label, program) in [("small", PAUSE_SMALL), ("live_10mb", PAUSE_10MB)] {
+    let programs = [
+        ("small", PAUSE_SMALL),
+        ("live_10mb", PAUSE_10MB),
+        ("live_10mb_random", PAUSE_10MB_RANDOM),
+    ];
+    for (label, program) in programs {
         let (mut pauses, mut resumes, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..5 {
+        for _ in 0..3 {
             let mut paused_request = request(program, vec![namespace()]);
             paused_request.pause_on = [BindingRef::new("tools", "approve")].into();
             let (first, metrics) = rt
@@ -482,6 +590,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     };
 
     let durable = durable_study().await?;
+    let data = data_workload(&rt).await?;
     let interruption = if args.interruption {
         interruption_study().await?
     } else {
@@ -511,6 +620,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         },
         "fuel_per_ms": fuel_per_ms,
         "durable": durable,
+        "data": data,
         "compute_ms": ms(compute),
         "interruption": interruption,
         "fuel_per_ms_configured": FUEL_PER_MS,
@@ -594,6 +704,32 @@ pub async fn bench(args: BenchArgs) -> u8 {
         ),
         ("compute workload", "compute_ms", "ms", None),
         (
+            "data workload (7 MB, 50k rows)",
+            "/data/total_ms",
+            "ms",
+            None,
+        ),
+        ("  reply transfer", "/data/phases_ms/transfer", "ms", None),
+        ("  JSON.parse", "/data/phases_ms/parse", "ms", None),
+        (
+            "  for…of aggregate",
+            "/data/phases_ms/aggregate",
+            "ms",
+            None,
+        ),
+        (
+            "  filter + sort + slice",
+            "/data/phases_ms/filterSort",
+            "ms",
+            None,
+        ),
+        (
+            "  JSON.stringify projection",
+            "/data/phases_ms/stringify",
+            "ms",
+            None,
+        ),
+        (
             "pause a small run (write record)",
             "/durable/small/pause_ms",
             "ms",
@@ -621,6 +757,24 @@ pub async fn bench(args: BenchArgs) -> u8 {
         (
             "record of a run holding 10 MB",
             "/durable/live_10mb/record_bytes",
+            "bytes",
+            None,
+        ),
+        (
+            "pause, 10 MB of random strings",
+            "/durable/live_10mb_random/pause_ms",
+            "ms",
+            None,
+        ),
+        (
+            "resume, 10 MB of random strings",
+            "/durable/live_10mb_random/resume_ms",
+            "ms",
+            None,
+        ),
+        (
+            "record, 10 MB of random strings",
+            "/durable/live_10mb_random/record_bytes",
             "bytes",
             None,
         ),

@@ -4,9 +4,9 @@
 use std::io::{IsTerminal, Read, Write};
 use std::sync::{Arc, Mutex};
 
-use codemode_runtime::code::{CallOutcome, PausedRun, Resume, RunFailure, RunResult};
+use codemode_runtime::code::{CallOutcome, Resume, RunFailure, RunResult};
 use codemode_runtime::json;
-use codemode_runtime::run_code::{RunObserver, RunReport, SubCallRecord};
+use codemode_runtime::run_code::{self, RunObserver, RunReport, SubCallRecord};
 use codemode_runtime::signal::AbortController;
 use codemode_runtime::tools::{ToolExecutionInput, RUN_CODE_NAME};
 use serde_json::{json, Map, Value};
@@ -47,7 +47,7 @@ fn write_json_document(result: &RunResult, calls: &[SubCallRecord], out: &mut St
         json::write(value, out);
     } else if let Some(paused) = &result.paused {
         out.push_str(",\"paused\":");
-        json::write(&paused_json(paused), out);
+        json::write(&run_code::paused_json(paused), out);
     }
     if let Some(hint) = &result.hint {
         out.push_str(",\"hint\":");
@@ -56,34 +56,6 @@ fn write_json_document(result: &RunResult, calls: &[SubCallRecord], out: &mut St
     out.push_str(",\"calls\":");
     json::write(&calls_json(calls), out);
     out.push('}');
-}
-
-/// `{runId, pending: [{callId, tool, arguments}]}`, tools by their names.
-fn paused_json(paused: &PausedRun) -> Value {
-    let pending = paused
-        .pending
-        .iter()
-        .map(|call| {
-            let mut entry = json!({
-                "callId": call.call_id,
-                "tool": tool_name(&call.global, &call.name),
-                "arguments": json::clone_deep(&call.arguments),
-            });
-            if call.approval {
-                entry["approval"] = Value::Bool(true);
-            }
-            entry
-        })
-        .collect();
-    json!({"runId": paused.run_id, "pending": Value::Array(pending)})
-}
-
-fn tool_name(global: &str, name: &str) -> String {
-    if global == "tools" {
-        name.to_owned()
-    } else {
-        format!("{global}.{name}")
-    }
 }
 
 fn calls_json(calls: &[SubCallRecord]) -> Value {
@@ -178,14 +150,16 @@ fn print_human(result: &RunResult, program: &str) {
         eprintln!("{}", printable(hint));
     }
     if let Some(paused) = &result.paused {
+        let report = run_code::paused_json(paused);
         eprintln!("paused: run {} waits for", paused.run_id);
-        for call in &paused.pending {
+        for call in report["pending"].as_array().into_iter().flatten() {
+            let approval = call.get("approval").is_some_and(|a| a == true);
             eprintln!(
                 "  call {}: {}({}){}",
-                call.call_id,
-                printable(&tool_name(&call.global, &call.name)),
-                printable(&json::to_string(&call.arguments)),
-                if call.approval {
+                printable(call["callId"].as_str().unwrap_or_default()),
+                printable(call["tool"].as_str().unwrap_or_default()),
+                printable(&json::to_string(&call["arguments"])),
+                if approval {
                     ", waiting for an approval (true or false)"
                 } else {
                     ""

@@ -42,7 +42,8 @@ pub(crate) async fn explain(
             line: error.line.unwrap_or(0),
             column: error.column.unwrap_or(0),
         }),
-        None if result.value.is_none() => Wanted::Hint,
+        // A paused run has not returned yet: nothing to hint about.
+        None if result.value.is_none() && result.paused.is_none() => Wanted::Hint,
         _ => return,
     };
     if let Wanted::Failure(pending) = &wanted {

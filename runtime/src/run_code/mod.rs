@@ -31,7 +31,7 @@ use crate::tools::{EventSink, RegistrationGuard, Registry};
 
 pub use render::{excerpt, output_text, paused_text, pretty_json, render_value, NO_OUTPUT};
 pub use scheduler::DEFERRED_IMAGE_PLUGIN;
-pub use tool::{Flavor, DESCRIPTION_PARAMETER, PYTHON_FLAVOR, TYPESCRIPT_FLAVOR};
+pub use tool::{paused_json, Flavor, DESCRIPTION_PARAMETER, PYTHON_FLAVOR, TYPESCRIPT_FLAVOR};
 
 /// How many sub-call bodies may run at once by default.
 pub const DEFAULT_MAX_PARALLEL_SUB_CALLS: usize = 10;

@@ -331,25 +331,25 @@ fn program_output(result: RunResult, code: &str) -> Result<Value, ToolError> {
         output.insert("hint".to_owned(), Value::String(hint));
     }
     if let Some(paused) = paused {
-        output.insert("paused".to_owned(), paused_json(paused));
+        output.insert("paused".to_owned(), paused_json(&paused));
     }
     Ok(Value::Object(output))
 }
 
-/// `{runId, pending: [{callId, tool, arguments}]}`: the pending calls named as tools, the
-/// vocabulary of the SDK the program was written against.
-fn paused_json(paused: PausedRun) -> Value {
+/// `{runId, pending: [{callId, tool, arguments, approval?}]}`: the pending calls named as
+/// tools, the vocabulary of the SDK the program was written against.
+pub fn paused_json(paused: &PausedRun) -> Value {
     let pending = paused
         .pending
-        .into_iter()
+        .iter()
         .map(|call| {
             let tool = if call.global == "tools" {
-                call.name
+                call.name.clone()
             } else {
                 format!("{}.{}", call.global, call.name)
             };
-            let mut entry =
-                json!({"callId": call.call_id, "tool": tool, "arguments": call.arguments});
+            let arguments = crate::json::clone_deep(&call.arguments);
+            let mut entry = json!({"callId": call.call_id, "tool": tool, "arguments": arguments});
             if call.approval {
                 entry["approval"] = Value::Bool(true);
             }
