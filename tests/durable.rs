@@ -425,12 +425,18 @@ fn the_cli_pauses_in_one_process_and_resumes_in_another() {
         &program,
         r#"
 const seen = new Map<string, number>([["a", 1]]);
+const big = new Map<number, { n: number; s: string }>();
+for (let i = 0; i < 20000; i++) big.set(i, { n: i, s: "v" + i });
+let calls = 0;
+const counter = () => ++calls;
+const timer = new Promise<string>((resolve) => setTimeout(() => resolve("rang"), 1500));
 console.log("asking");
 const answer = await tools.echo({ question: "ship it?" });
 seen.set("b", 2);
+counter();
 let rejected = "";
 try { await tools.echo({ question: "and this?" }); } catch (e) { rejected = `${e.name}: ${e.message}`; }
-return { answer, seen: [...seen], rejected };
+return { answer, seen: [...seen], rejected, big: big.get(19999), calls: counter(), timer: await timer };
 "#,
     )
     .unwrap();
@@ -467,7 +473,10 @@ return { answer, seen: [...seen], rejected };
     assert_eq!(done["logs"], json!(["asking"]));
     assert_eq!(
         done["result"],
-        json!({"answer": {"yes": true}, "seen": [["a", 1], ["b", 2]], "rejected": "ToolCallError: not today"})
+        json!({
+            "answer": {"yes": true}, "seen": [["a", 1], ["b", 2]], "rejected": "ToolCallError: not today",
+            "big": {"n": 19999, "s": "v19999"}, "calls": 2, "timer": "rang"
+        })
     );
 
     // Resumed once only; a reply that is not JSON is a usage error.
@@ -734,5 +743,33 @@ return { a, b };
     let (code, _, stderr) = cli(&["run", program, "--pause-on-ask"], &dir);
     assert_eq!(code, Some(2));
     assert!(stderr.contains("--ask NAME"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn resumed_runs_share_no_randomness() {
+    // Pre-initialisation draws no randomness a run keeps: two runs paused from the same image
+    // and resumed draw different numbers, whether they drew before the pause or not.
+    let dir = state_dir("random");
+    let rt = runtime(&dir, Budgets::default());
+    let program = "const before = DRAW; await tools.approve({}); return [before, Math.random(), Math.random()];";
+    for draw_before in ["Math.random()", "0"] {
+        let program = program.replace("DRAW", draw_before);
+        let mut values = Vec::new();
+        for _ in 0..2 {
+            let first = start(&rt, &program).await;
+            let pause = paused(&first);
+            let id = pause.pending[0].call_id.clone();
+            let done = resume(&rt, &pause.run_id, vec![(&id, Ok(json!(true)))])
+                .await
+                .expect("resumes");
+            values.push(done.value.expect("a value"));
+        }
+        assert_ne!(values[0][1], values[1][1], "{values:?}");
+        assert_ne!(values[0][2], values[1][2], "{values:?}");
+        if draw_before != "0" {
+            assert_ne!(values[0][0], values[1][0], "{values:?}");
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -222,6 +222,26 @@ function render(results) {
     lines.push('', checks.size === 1 ? 'Every system computed the same result.' : '**The systems computed different results.**');
   }
 
+  const durable = codemode?.durable;
+  if (durable && typeof durable === 'object') {
+    lines.push('', '## Durable runs', '');
+    lines.push(
+      "codemode only: a run paused at a pausing call is written down (memory pages that differ from the pre-initialised image, " +
+        'zstd-compressed, plus globals and host state, HMAC-signed) to a local state directory, then resumed. Pause is the ' +
+        'time to write the record; resume the time to read, check, claim and restore it before the guest runs. Medians of three.',
+      '',
+    );
+    lines.push('| program | record (bytes) | pause (ms) | resume (ms) |', '| --- | ---: | ---: | ---: |');
+    for (const [key, label] of [
+      ['small', 'pauses at once'],
+      ['live_10mb', 'holds 10 MB of strings (repetitive)'],
+      ['live_10mb_random', 'holds 10 MB of random strings'],
+    ]) {
+      const d = durable[key];
+      if (d) lines.push(`| ${label} | ${fmt(d.record_bytes)} | ${fmt(d.pause_ms)} | ${fmt(d.resume_ms)} |`);
+    }
+  }
+
   const study = codemode?.interruption;
   if (study && typeof study === 'object') {
     lines.push('', '## Interruption schemes', '');
