@@ -445,6 +445,9 @@ pub extern "C" fn cm_deliver(len: u32) -> u32 {
                 .ok_or(js_string!("binding resolution must be lossless JSON"));
             calls::settle(id, value, context)
         }
+        Some(Delivery::ResolvedString { id, text }) => {
+            calls::settle(id, Ok(JsString::from(text).into()), context)
+        }
         Some(Delivery::Rejected { id, message }) => {
             calls::settle(id, Err(JsString::from(message.as_ref())), context)
         }

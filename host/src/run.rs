@@ -453,6 +453,11 @@ impl RunState {
     /// Turns the result of a completed binding into the delivery the guest will read.
     fn delivery_for(&mut self, id: u32, result: Result<Value, String>) -> Vec<u8> {
         match result {
+            // A string travels as its bytes: no escaping here, no JSON parse in the guest.
+            Ok(Value::String(text)) => {
+                self.finish_call(id, CallOutcome::Resolved);
+                wire::Delivery::ResolvedString { id, text: &text }.encode()
+            }
             Ok(value) if json::is_lossless(&value) => {
                 self.finish_call(id, CallOutcome::Resolved);
                 let frame = wire::encode_resolved(id, &value);

@@ -60,6 +60,7 @@ const DONE_FAILURE: u8 = 2;
 const DELIVERY_RESOLVED: u8 = 0;
 const DELIVERY_REJECTED: u8 = 1;
 const DELIVERY_TIMER: u8 = 2;
+const DELIVERY_RESOLVED_STRING: u8 = 3;
 
 /// Length of a delivery's header (tag and id).
 pub const DELIVERY_HEADER_LEN: usize = 5;
@@ -348,6 +349,14 @@ pub enum Delivery<'a> {
         /// The message (invalid UTF-8 decodes to U+FFFD).
         message: Cow<'a, str>,
     },
+    /// Call `id` resolved with a string, sent as its UTF-8 bytes: a large text result (a file,
+    /// a page) needs no escaping on the host and no JSON parse in the guest.
+    ResolvedString {
+        /// The call's id.
+        id: u32,
+        /// The string.
+        text: &'a str,
+    },
     /// Timer `id` fired.
     Timer {
         /// The timer's id.
@@ -361,6 +370,9 @@ impl Delivery<'_> {
         let (tag, id, body): (u8, u32, &[u8]) = match self {
             Delivery::Resolved { id, json } => (DELIVERY_RESOLVED, *id, json),
             Delivery::Rejected { id, message } => (DELIVERY_REJECTED, *id, message.as_bytes()),
+            Delivery::ResolvedString { id, text } => {
+                (DELIVERY_RESOLVED_STRING, *id, text.as_bytes())
+            }
             Delivery::Timer { id } => (DELIVERY_TIMER, *id, &[]),
         };
         let mut out = Vec::with_capacity(DELIVERY_HEADER_LEN + body.len());
@@ -384,7 +396,8 @@ pub fn encode_resolved_with(id: u32, write_json: impl FnOnce(&mut String)) -> Ve
     out
 }
 
-/// Decodes a delivery; `None` for an unknown tag, a short header or bytes after a timer.
+/// Decodes a delivery; `None` for an unknown tag, a short header, bytes after a timer or a
+/// string that is not UTF-8.
 pub fn decode_delivery(bytes: &[u8]) -> Option<Delivery<'_>> {
     let mut r = Reader { bytes };
     let tag = r.u8()?;
@@ -396,6 +409,9 @@ pub fn decode_delivery(bytes: &[u8]) -> Option<Delivery<'_>> {
             message: String::from_utf8_lossy(r.rest()),
         }),
         DELIVERY_TIMER => r.rest().is_empty().then_some(Delivery::Timer { id }),
+        DELIVERY_RESOLVED_STRING => std::str::from_utf8(r.rest())
+            .ok()
+            .map(|text| Delivery::ResolvedString { id, text }),
         _ => None,
     }
 }
@@ -481,6 +497,10 @@ mod tests {
                 message: "no".into(),
             },
             Delivery::Timer { id: 0 },
+            Delivery::ResolvedString {
+                id: 3,
+                text: "a \"quoted\" é",
+            },
         ] {
             assert_eq!(decode_delivery(&d.encode()), Some(d));
         }
@@ -490,6 +510,7 @@ mod tests {
             Some(Delivery::Resolved { id: 9, json: b"{}" })
         );
         assert_eq!(decode_delivery(&[2, 0, 0, 0, 0, 1]), None);
-        assert_eq!(decode_delivery(&[3, 0, 0, 0, 0]), None);
+        assert_eq!(decode_delivery(&[3, 0, 0, 0, 0, 0xff]), None, "not UTF-8");
+        assert_eq!(decode_delivery(&[4, 0, 0, 0, 0]), None);
     }
 }
