@@ -486,6 +486,9 @@ return { answer, seen: [...seen], rejected, big: big.get(19999), calls: counter(
     let (code, _, stderr) = cli(&["resume", &again, "--reply", "2=yes"], &dir);
     assert_eq!(code, Some(2));
     assert!(stderr.contains("not JSON"), "{stderr}");
+    let (code, _, stderr) = cli(&["run", program, "--pause-on", "ecko"], &dir);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("unknown tool \"ecko\""), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -146,6 +146,37 @@ async fn gone(pid: i32) -> bool {
     false
 }
 
+/// Waits until a process running exactly `argv` leads its terminal's foreground process group
+/// (its group is the terminal's foreground group, `/proc/PID/stat` fields 5 and 8).
+async fn in_the_foreground(argv: &[&str]) -> bool {
+    let wanted: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    for _ in 0..250 {
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let dir = entry.path();
+            if std::fs::read(dir.join("cmdline")).ok().as_deref() != Some(&wanted[..]) {
+                continue;
+            }
+            let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
+                continue;
+            };
+            // The fields after the command name, which is in parentheses and may hold spaces.
+            let fields: Vec<&str> = stat
+                .rsplit_once(')')
+                .map(|(_, rest)| rest.split_whitespace().collect())
+                .unwrap_or_default();
+            // state, ppid, pgrp, session, tty_nr, tpgid
+            if fields.len() > 5 && fields[2] == fields[5] {
+                return true;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
 /// The behaviour both backends must share.
 async fn shared_behaviour(kind: Kind) {
     let Some(rig) = rig(kind, ExecConfig::default()) else {
@@ -267,7 +298,10 @@ async fn shared_behaviour(kind: Kind) {
 /// Reads a terminal until its output (from offset 0) contains `wanted`; returns it all.
 async fn read_until(rig: &Rig, agent: &AgentScope, id: &str, wanted: &str) -> String {
     let mut seen = String::new();
-    for _ in 0..100 {
+    // Bounded by time, not by reads: a large output arrives in as many small reads as the
+    // terminal hands it over.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
         let read = rig
             .call(
                 agent,
@@ -327,14 +361,25 @@ async fn terminals_behaviour(kind: Kind) {
 
     // A signal reaches the foreground program, and the shell goes on.
     // The terminal echoes what is typed: `sl""ept` is printed as `slept` only when it runs.
+    // The sleep's length names it (each backend's suite runs one at the same time), and the
+    // signal waits until it leads the terminal's foreground group: a signal sent while the
+    // shell was still handing the terminal over would reach the shell, which ignores it.
+    let naptime = match kind {
+        Kind::Local => "30.01",
+        Kind::Sandbox => "30.02",
+    };
     send(
         &rig,
         &agent,
         &id,
-        "(echo ready-\"\"sleep; exec sleep 30); echo sl\"\"ept\n",
+        &format!("(echo ready-\"\"sleep; exec sleep {naptime}); echo sl\"\"ept\n"),
     )
     .await;
     read_until(&rig, &agent, &id, "ready-sleep").await;
+    assert!(
+        in_the_foreground(&["sleep", naptime]).await,
+        "the sleep never led its terminal's foreground group"
+    );
     let signalled = rig
         .call(
             &agent,

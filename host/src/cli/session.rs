@@ -179,6 +179,19 @@ impl ToolSession {
             RunCodeConfig::default().max_parallel_sub_calls(budget.max_parallel as usize);
         config.on_run = on_run;
         if let Some(pausing) = pausing {
+            let known: Vec<String> = self
+                .registry
+                .definitions(Some(&self.agent))
+                .iter()
+                .map(|d| d.name().to_owned())
+                .filter(|name| name != RUN_CODE_NAME)
+                .collect();
+            if let Some(name) = pausing.pause_on.iter().find(|n| !known.contains(n)) {
+                return Err(format!(
+                    "codemode: --pause-on names unknown tool \"{name}\"; known tools: {}",
+                    known.join(", ")
+                ));
+            }
             runtime.keep_paused_runs(pausing.durability);
             config = config
                 .pause_on(pausing.pause_on)
