@@ -662,7 +662,7 @@ async fn a_job_beyond_the_owners_limit_is_refused_and_its_process_ended() {
         .call(
             &agent,
             "bash",
-            json!({"command": "echo $$ > second.pid; sleep 30", "description": "Second", "run_in_background": true}),
+            json!({"command": "echo $$ > second.tmp && mv second.tmp second.pid; sleep 30", "description": "Second", "run_in_background": true}),
         )
         .await;
     assert!(
@@ -670,6 +670,8 @@ async fn a_job_beyond_the_owners_limit_is_refused_and_its_process_ended() {
         "{}",
         refused.text()
     );
+    // The pid file appears whole (written aside, then renamed), so one that exists holds the
+    // pid of a process that must be gone; a job ended before the rename leaves none.
     if rig.path("second.pid").exists() {
         assert!(gone(read_pid(&rig.path("second.pid")).await).await);
     }
