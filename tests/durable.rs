@@ -249,6 +249,14 @@ async fn time_spent_paused_does_not_count_against_the_wall_clock() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Writes `text` as `dir/program.ts` (creating `dir`) and returns its path.
+fn program_in(dir: &Path, text: &str) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("program.ts");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().expect("a UTF-8 temporary path").to_owned()
+}
+
 fn record_path(dir: &Path, run_id: &str) -> PathBuf {
     dir.join("runs").join(format!("{run_id}.run"))
 }
@@ -419,10 +427,8 @@ fn cli_with(args: &[&str], dir: &Path, cache: Option<&Path>) -> (Option<i32>, Va
 #[test]
 fn the_cli_pauses_in_one_process_and_resumes_in_another() {
     let dir = state_dir("cli");
-    std::fs::create_dir_all(&dir).unwrap();
-    let program = dir.join("program.ts");
-    std::fs::write(
-        &program,
+    let program = program_in(
+        &dir,
         r#"
 const seen = new Map<string, number>([["a", 1]]);
 const big = new Map<number, { n: number; s: string }>();
@@ -438,9 +444,8 @@ let rejected = "";
 try { await tools.echo({ question: "and this?" }); } catch (e) { rejected = `${e.name}: ${e.message}`; }
 return { answer, seen: [...seen], rejected, big: big.get(19999), calls: counter(), timer: await timer };
 "#,
-    )
-    .unwrap();
-    let program = program.to_str().unwrap();
+    );
+    let program = program.as_str();
     let (code, first, stderr) = cli(&["run", program, "--pause-on", "echo", "--json"], &dir);
     assert_eq!(code, Some(3), "{stderr}");
     assert_eq!(first["logs"], json!(["asking"]));
@@ -498,14 +503,11 @@ fn a_machine_that_prepared_its_own_sandbox_resumes_another_machines_run() {
     // image, and a fleet sharing a state store (and key) can resume each other's runs.
     let dir = state_dir("fleet");
     let (one, two) = (dir.join("cache-one"), dir.join("cache-two"));
-    let program = dir.join("program.ts");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        &program,
+    let program = program_in(
+        &dir,
         "const a = [1, 2, 3]; const v = await tools.echo({}); return [...a, v];",
-    )
-    .unwrap();
-    let program = program.to_str().unwrap();
+    );
+    let program = program.as_str();
     let (code, paused, stderr) = cli_with(
         &["run", program, "--pause-on", "echo", "--json"],
         &dir,
@@ -582,13 +584,8 @@ impl Drop for S3Server {
 fn runs_kept_in_an_s3_store_resume_in_other_processes_exactly_once() {
     let server = S3Server::start("paused-runs");
     let dir = state_dir("s3");
-    std::fs::create_dir_all(&dir).unwrap();
-    let program = dir.join("program.ts");
-    std::fs::write(
-        &program,
-        "const big = Array.from({ length: 5000 }, (_, i) => i); const v = await tools.echo({}); return [v, big.length];",
-    )
-    .unwrap();
+    let program = program_in(&dir, "const big = Array.from({ length: 5000 }, (_, i) => i); const v = await tools.echo({}); return [v, big.length];");
+    let program = program.as_str();
     let codemode = |args: &[&str]| {
         let mut command = Command::new(binary());
         command
@@ -608,15 +605,9 @@ fn runs_kept_in_an_s3_store_resume_in_other_processes_exactly_once() {
     };
     let mut run_ids = Vec::new();
     for _ in 0..3 {
-        let out = codemode(&[
-            "run",
-            program.to_str().unwrap(),
-            "--pause-on",
-            "echo",
-            "--json",
-        ])
-        .output()
-        .unwrap();
+        let out = codemode(&["run", program, "--pause-on", "echo", "--json"])
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{stderr}");
         let paused: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -694,19 +685,16 @@ fn claims_against(server: &S3Server) {
 #[test]
 fn an_approval_becomes_a_pause_and_a_person_decides_later() {
     let dir = state_dir("approval");
-    std::fs::create_dir_all(&dir).unwrap();
-    let program = dir.join("program.ts");
-    std::fs::write(
-        &program,
+    let program = program_in(
+        &dir,
         r#"
 const a = await tools.echo({ n: 1 });
 let b: unknown;
 try { b = await tools.echo({ n: 2 }); } catch (e) { b = `${e.name}: ${e.message}`; }
 return { a, b };
 "#,
-    )
-    .unwrap();
-    let program = program.to_str().unwrap();
+    );
+    let program = program.as_str();
     let ask = ["--ask", "echo", "--pause-on-ask", "--json"];
     let (code, first, stderr) = cli(&[&["run", program][..], &ask].concat(), &dir);
     assert_eq!(code, Some(3), "{stderr}");

@@ -210,22 +210,25 @@ impl WasmCodeRuntime {
         }
         let _guard = LiveGuard(inner.clone());
         let budgets = &inner.budgets;
-        let durability = inner
-            .durability
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
         let pauses = !request.pause_on.is_empty()
             || !request.approve_on.is_empty()
             || request.resume.is_some();
-        let durability = match durability {
-            Some(durability) => Some(durability),
-            None if pauses => {
+        // Only a request that pauses or resumes looks at the state store: other runs' start
+        // stays as it was.
+        let durability = if pauses {
+            let durability = inner
+                .durability
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            if durability.is_none() {
                 return Err(RunRejection::Pause(
                     "this runtime keeps no paused runs: give it a state store (WasmCodeRuntime::keep_paused_runs; --state on the CLI)".into(),
-                ))
+                ));
             }
-            None => None,
+            durability
+        } else {
+            None
         };
         let mut sources = vec![inner.dispose.signal()];
         sources.extend(request.signal.iter().cloned());
@@ -236,7 +239,6 @@ impl WasmCodeRuntime {
                 budgets,
             ));
         }
-        let durability = durability.filter(|_| pauses);
         if let (Some(durability), Some(resume)) = (&durability, request.resume.clone()) {
             return self
                 .resume(durability, resume, request, control, metrics)

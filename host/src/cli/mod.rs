@@ -175,9 +175,21 @@ pub struct RunArgs {
     /// {"logs":[…],"error":{…},"calls":[…]}.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub pause: PauseArgs,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
+    #[command(flatten)]
+    pub tools: ToolArgs,
+}
+
+/// Which calls pause a run and where paused runs are kept; shared by `run` and `resume`.
+#[derive(Args)]
+pub struct PauseArgs {
     /// Calls of this tool pause the run instead of running (repeatable): once the program
     /// waits on nothing else, the run is written to the state store and `codemode` exits
-    /// with 3, printing the run id and the pending calls; `codemode resume` continues it.
+    /// with 3, printing the run id and the pending calls; `codemode resume` continues it (a
+    /// resumed run's own pausing tools always pause it again).
     #[arg(long = "pause-on", value_name = "NAME")]
     pub pause_on: Vec<String>,
     /// With --ask: a call that needs an approval pauses the run instead of asking on the
@@ -185,17 +197,6 @@ pub struct RunArgs {
     /// makes the call, `--reply ID=false` or `--reject ID=MESSAGE` denies it).
     #[arg(long)]
     pub pause_on_ask: bool,
-    #[command(flatten)]
-    pub state: StateArgs,
-    #[command(flatten)]
-    pub budget: BudgetArgs,
-    #[command(flatten)]
-    pub tools: ToolArgs,
-}
-
-/// Where paused runs are kept; shared by `run` and `resume`.
-#[derive(Args)]
-pub struct StateArgs {
     /// Where paused runs are kept: a directory (default: $CODEMODE_STATE_DIR, else
     /// $XDG_STATE_HOME/codemode, else ~/.local/state/codemode) or an S3-compatible store,
     /// s3://bucket/prefix (credentials and endpoint from the AWS_* environment). Records are
@@ -219,17 +220,8 @@ pub struct ResumeArgs {
     /// Print exactly one JSON object, as `run --json` does.
     #[arg(long)]
     pub json: bool,
-    /// Calls of this tool pause the resumed run too (repeatable; the run's own pausing tools
-    /// always do).
-    #[arg(long = "pause-on", value_name = "NAME")]
-    pub pause_on: Vec<String>,
-    /// With --ask: a call that needs an approval pauses the run instead of asking on the
-    /// terminal, so that a person can answer later with `codemode resume` (`--reply ID=true`
-    /// makes the call, `--reply ID=false` or `--reject ID=MESSAGE` denies it).
-    #[arg(long)]
-    pub pause_on_ask: bool,
     #[command(flatten)]
-    pub state: StateArgs,
+    pub pause: PauseArgs,
     /// Budgets are the run's own (kept with it); these flags set only scheduling and events.
     #[command(flatten)]
     pub budget: BudgetArgs,

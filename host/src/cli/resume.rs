@@ -41,12 +41,7 @@ pub async fn resume(args: ResumeArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let approve_on = if args.pause_on_ask {
-        args.tools.ask.clone()
-    } else {
-        Vec::new()
-    };
-    let pausing = match Pausing::open(&args.state, args.pause_on.clone(), approve_on) {
+    let pausing = match Pausing::open(&args.pause, &args.tools.ask) {
         Ok(pausing) => pausing,
         Err(message) => {
             eprintln!("{message}");

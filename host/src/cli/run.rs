@@ -242,19 +242,14 @@ pub async fn run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    if args.pause_on_ask && args.tools.ask.is_empty() {
+    if args.pause.pause_on_ask && args.tools.ask.is_empty() {
         eprintln!("codemode: --pause-on-ask turns the approvals --ask asks for into pauses: name the tools with --ask NAME");
         return EXIT_USAGE;
     }
-    let approve_on = if args.pause_on_ask {
-        args.tools.ask.clone()
-    } else {
-        Vec::new()
-    };
-    let pausing = if args.pause_on.is_empty() && approve_on.is_empty() {
+    let pausing = if args.pause.pause_on.is_empty() && !args.pause.pause_on_ask {
         None
     } else {
-        match Pausing::open(&args.state, args.pause_on.clone(), approve_on) {
+        match Pausing::open(&args.pause, &args.tools.ask) {
             Ok(pausing) => Some(pausing),
             Err(message) => {
                 eprintln!("{message}");

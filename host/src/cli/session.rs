@@ -230,13 +230,10 @@ pub struct Pausing {
 }
 
 impl Pausing {
-    /// Opens the state store `--state` names (or the default directory).
-    pub fn open(
-        state: &super::StateArgs,
-        pause_on: Vec<String>,
-        approve_on: Vec<String>,
-    ) -> Result<Self, String> {
-        let url = state
+    /// Opens the state store `--state` names (or the default directory); with `--pause-on-ask`, the `ask` tools' approvals
+    /// pause the run.
+    pub fn open(args: &super::PauseArgs, ask: &[String]) -> Result<Self, String> {
+        let url = args
             .state
             .as_deref()
             .and_then(|s| s.to_str())
@@ -244,7 +241,7 @@ impl Pausing {
         let durability = match url {
             Some(url) => Durability::s3(url),
             None => {
-                let dir = state.state.clone().or_else(Durability::default_dir).ok_or(
+                let dir = args.state.clone().or_else(Durability::default_dir).ok_or(
                     "codemode: no state directory: pass --state DIR or set CODEMODE_STATE_DIR",
                 )?;
                 Durability::local(dir)
@@ -253,8 +250,12 @@ impl Pausing {
         .map_err(|e| format!("codemode: {e}"))?;
         Ok(Self {
             durability,
-            pause_on,
-            approve_on,
+            pause_on: args.pause_on.clone(),
+            approve_on: if args.pause_on_ask {
+                ask.to_vec()
+            } else {
+                Vec::new()
+            },
             resumptions: Arc::default(),
         })
     }

@@ -29,8 +29,8 @@ impl Key {
         Self(bytes)
     }
 
-    /// The environment's key, else the one kept in `dir`.
-    pub fn load(dir: &Path) -> Result<Self, String> {
+    /// The environment's key, else the one kept in `dir` (refused when there is no `dir`).
+    pub fn load(dir: Option<&Path>) -> Result<Self, String> {
         if let Some(key) = std::env::var_os(KEY_ENV) {
             let key = key.into_encoded_bytes();
             if key.len() < MIN_ENV_KEY {
@@ -40,7 +40,12 @@ impl Key {
             }
             return Ok(Self(key));
         }
-        Self::from_file(&dir.join("key"))
+        match dir {
+            Some(dir) => Self::from_file(&dir.join("key")),
+            None => Err(format!(
+                "no state key: set {KEY_ENV} (every process resuming these runs needs it)"
+            )),
+        }
     }
 
     fn from_file(path: &Path) -> Result<Self, String> {

@@ -53,11 +53,8 @@ impl Durability {
     /// with `dir/key` (created `0600` on first use).
     pub fn local(dir: impl Into<PathBuf>) -> Result<Self, String> {
         let dir = dir.into();
-        let key = Key::load(&dir)?;
-        Ok(Self::with_store(
-            Arc::new(LocalStore::new(dir)),
-            key.bytes().to_vec(),
-        ))
+        let key = Key::load(Some(&dir))?;
+        Ok(Self::with_key(Arc::new(LocalStore::new(dir)), key))
     }
 
     /// Records in the S3-compatible store `url` names (`s3://bucket/prefix`; see
@@ -65,20 +62,19 @@ impl Durability {
     /// the default state directory (a fleet shares the environment's key).
     pub fn s3(url: &str) -> Result<Self, String> {
         let store = ObjectStateStore::s3(url)?;
-        let key = match std::env::var_os(KEY_ENV) {
-            Some(_) => Key::load(std::path::Path::new("."))?,
-            None => Key::load(&Self::default_dir().ok_or(
-                "no state key: set CODEMODE_STATE_KEY (every process resuming these runs needs it)",
-            )?)?,
-        };
-        Ok(Self::with_store(Arc::new(store), key.bytes().to_vec()))
+        let key = Key::load(Self::default_dir().as_deref())?;
+        Ok(Self::with_key(Arc::new(store), key))
     }
 
     /// Records in `store`, authenticated with `key`.
     pub fn with_store(store: Arc<dyn StateStore>, key: Vec<u8>) -> Self {
+        Self::with_key(store, Key::from_bytes(key))
+    }
+
+    fn with_key(store: Arc<dyn StateStore>, key: Key) -> Self {
         Self {
             store,
-            key: Key::from_bytes(key),
+            key,
             pause_threshold: DEFAULT_PAUSE_THRESHOLD,
         }
     }

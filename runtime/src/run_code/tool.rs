@@ -215,18 +215,17 @@ async fn execute(
         .map(|d| (d.name().to_owned(), binding(scheduler.clone(), d.name())))
         .collect();
     drop(registry);
-    let pause_on: BTreeSet<BindingRef> = shared
-        .config
-        .pause_on
-        .iter()
-        .map(|name| BindingRef::new("tools", name))
-        .collect();
-    let approve_on: BTreeSet<BindingRef> = shared
-        .config
-        .approve_on
-        .iter()
-        .map(|name| BindingRef::new("tools", name))
-        .collect();
+    // The configured tool names, as the members of the `tools` namespace they are bound as.
+    let tools = |names: &BTreeSet<String>| -> BTreeSet<BindingRef> {
+        names
+            .iter()
+            .map(|name| BindingRef::new("tools", name))
+            .collect()
+    };
+    let (pause_on, approve_on) = (
+        tools(&shared.config.pause_on),
+        tools(&shared.config.approve_on),
+    );
     let resume = shared
         .config
         .resumptions
