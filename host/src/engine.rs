@@ -5,8 +5,8 @@
 //! into machine code). A cache entry carries its own length and checksum; a stale, truncated or
 //! corrupt entry is detected, recompiled and rewritten. Before compiling, the guest is
 //! pre-initialised (Wizer): its Boa realm and prelude are built once and captured in the module's
-//! data, so a run starts from a ready engine. The epoch ticker that enforces wall
-//! clocks lives here too: one thread per process, ticking every millisecond.
+//! data, so a run starts from a ready engine. Runs are interrupted by fuel alone (see
+//! [`Interruption`]); the epoch ticker here serves only the schemes measured beside it.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -45,10 +45,13 @@ pub struct Shared {
 /// How running wasm is interrupted. Both are compiled into the guest's machine code, so each
 /// scheme is its own engine and its own compiled module.
 ///
-/// Runs use [`Interruption::FuelAndEpoch`]: fuel is the compute budget (deterministic, counts
-/// only the guest's own work) and epochs enforce the wall clock and aborts inside a hot loop.
-/// The other schemes exist to measure what each mechanism costs (`codemode bench
-/// --interruption`); with them a budget the scheme lacks goes unenforced while wasm runs.
+/// Runs use [`Interruption::Fuel`]: fuel is the compute budget (deterministic, counts only the
+/// guest's own work, bulk memory operations by the byte), and a busy guest yields to the host
+/// every few million units of it, where the host enforces the wall clock and aborts. Epoch
+/// instrumentation (a check at every function entry and loop header) would do the latter
+/// too, at a third more time on data-heavy programs (`codemode bench --interruption`). The
+/// other schemes exist to measure what each mechanism costs; without fuel, nothing enforces
+/// the compute budget while wasm runs, and with neither, nothing stops it at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Interruption {
     /// No instrumentation: nothing stops wasm until it returns to the host.
@@ -194,12 +197,7 @@ fn build(interruption: Interruption, stop: &Arc<AtomicBool>) -> Result<Shared, E
 /// The engine and compiled guest every run uses, created on first use.
 pub fn shared() -> Result<&'static Shared, EngineError> {
     SHARED
-        .get_or_init(|| {
-            build(
-                Interruption::FuelAndEpoch,
-                &Arc::new(AtomicBool::new(false)),
-            )
-        })
+        .get_or_init(|| build(Interruption::Fuel, &Arc::new(AtomicBool::new(false))))
         .as_ref()
         .map_err(Clone::clone)
 }

@@ -32,8 +32,10 @@ use crate::durable::memory::Image;
 use crate::durable::{record, Durability};
 use crate::engine::Interruption;
 
-/// Fuel between cooperative yields of a busy guest (about 2 ms of compute).
-const YIELD_FUEL: u64 = 10_000_000;
+/// Fuel between cooperative yields of a busy guest (about 1 ms of compute). At every yield the
+/// host polls the run's calls and checks whether the guest must stop (`Watch`), so this is
+/// also the bound on how long a computing guest runs past its wall clock or an abort.
+const YIELD_FUEL: u64 = 4_000_000;
 
 /// How long a settled run waits, past its wall budget, for bindings that ignore their signal.
 const SETTLE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
@@ -132,12 +134,48 @@ impl InFlight {
     }
 }
 
-/// Runs a guest entry point while polling the run's calls each time the guest yields.
-async fn alongside_calls<F: Future>(call: F, calls: &InFlight) -> F::Output {
+/// What a computing guest is checked against whenever it yields: the run's outcome, its abort
+/// signal and its wall clock. Fuel makes a busy guest yield every `YIELD_FUEL`, and every
+/// operator costs fuel (bulk memory operations by the byte), so these checks come at least that
+/// often without the cost of epoch instrumentation in every function and loop.
+#[derive(Clone)]
+struct Watch {
+    /// Fires when the run settles.
+    settled: AbortSignal,
+    control: AbortSignal,
+    deadline: Instant,
+}
+
+impl Watch {
+    /// Whether running wasm must stop now.
+    fn stop(&self) -> Option<Stop> {
+        if self.settled.is_aborted() {
+            return Some(Stop::Settled);
+        }
+        if let Some(reason) = self.control.reason() {
+            return Some(Stop::Aborted(reason));
+        }
+        if Instant::now() >= self.deadline {
+            return Some(Stop::Wall);
+        }
+        None
+    }
+}
+
+/// Runs a guest entry point while polling the run's calls each time the guest yields, and
+/// stops it at a yield when `watch` says so. Stopping drops the call, which wasmtime finishes
+/// by unwinding the guest's stack from the yield with a trap.
+async fn alongside_calls<T, F>(call: F, calls: &InFlight, watch: &Watch) -> wasmtime::Result<T>
+where
+    F: Future<Output = wasmtime::Result<T>>,
+{
     let mut call = std::pin::pin!(call);
     std::future::poll_fn(|cx| match call.as_mut().poll(cx) {
         Poll::Ready(output) => Poll::Ready(output),
         Poll::Pending => {
+            if let Some(stop) = watch.stop() {
+                return Poll::Ready(Err(wasmtime::Error::new(stop)));
+            }
             calls.make_progress(cx);
             Poll::Pending
         }
@@ -436,18 +474,14 @@ impl RunState {
         out
     }
 
-    /// Whether running wasm must stop now, checked on every epoch tick.
-    fn interruption(&self) -> Option<Stop> {
-        if self.outcome.is_some() {
-            return Some(Stop::Settled);
+    /// What decides whether running wasm must stop: checked at every fuel yield, and on
+    /// every epoch tick under a scheme with epochs.
+    fn watch(&self) -> Watch {
+        Watch {
+            settled: self.call_controller.signal(),
+            control: self.control.clone(),
+            deadline: self.deadline,
         }
-        if let Some(reason) = self.control.reason() {
-            return Some(Stop::Aborted(reason));
-        }
-        if Instant::now() >= self.deadline {
-            return Some(Stop::Wall);
-        }
-        None
     }
 
     /// Turns the result of a completed binding into the delivery the guest will read.
@@ -844,7 +878,8 @@ pub(crate) async fn execute(
     }
     if interruption.epoch() {
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|ctx| match ctx.data().interruption() {
+        let watch = store.data().watch();
+        store.epoch_deadline_callback(move |_| match watch.stop() {
             Some(stop) => Err(wasmtime::Error::new(stop)),
             None => Ok(UpdateDeadline::Yield(1)),
         });
@@ -1042,8 +1077,9 @@ async fn drive(
     };
     let mut clocks = Clocks::new(store.data().deadline);
     let calls = store.data().in_flight.clone();
+    let watch = store.data().watch();
     let mut status = match resumed {
-        None => alongside_calls(run.call_async(&mut *store, ()), &calls).await,
+        None => alongside_calls(run.call_async(&mut *store, ()), &calls, &watch).await,
         Some(resumed) => {
             let restoring = Instant::now();
             restore(store, instance, resumed, budgets)?;
@@ -1072,7 +1108,8 @@ async fn drive(
             Next::Deliver(frame) => {
                 let len = frame.len() as u32;
                 store.data_mut().delivery = frame;
-                status = alongside_calls(deliver.call_async(&mut *store, len), &calls).await;
+                status =
+                    alongside_calls(deliver.call_async(&mut *store, len), &calls, &watch).await;
             }
             Next::Stop(stop) => return Err(failure_from_stop(&stop, budgets)),
             Next::Pause => return Ok(Some(instance)),
