@@ -264,28 +264,42 @@ async fn compute_median(rt: &WasmCodeRuntime) -> Result<(Duration, u64), String>
     Ok(median(samples))
 }
 
-/// The compute workload under each interruption scheme, each on its own engine. The schemes
-/// take turns, one run each per round, so that a slow spell of a noisy machine falls on all of
-/// them rather than on whichever was being measured.
-async fn interruption_study() -> Result<Value, String> {
+/// The compute and data workloads under each interruption scheme, each on its own engine. The
+/// schemes take turns, one run each per round, so that a slow spell of a noisy machine falls
+/// on all of them rather than on whichever was being measured. Returns the compute times and
+/// the data workload's totals, each keyed by scheme.
+async fn interruption_study(compute: bool) -> Result<(Value, Value), String> {
     let mut runtimes = Vec::new();
     for scheme in Interruption::ALL {
         let rt = WasmCodeRuntime::with_interruption(Budgets::default(), scheme)
             .map_err(|e| e.to_string())?;
         // The first run loads or compiles this scheme's module.
         measured(&rt, "return 1", vec![]).await?;
-        runtimes.push((scheme, rt, Vec::with_capacity(COMPUTE_SAMPLES)));
+        runtimes.push((scheme, rt, Vec::new(), Vec::new()));
     }
+    let text = Arc::new(data_text(DATA_ROWS));
     for _ in 0..COMPUTE_SAMPLES {
-        for (_, rt, samples) in &mut runtimes {
-            samples.push(compute_once(rt).await?.0);
+        for (_, rt, computes, datas) in &mut runtimes {
+            if compute {
+                computes.push(compute_once(rt).await?.0);
+            }
+            datas.push(data_once(rt, &text).await?.0);
         }
     }
-    let mut out = serde_json::Map::new();
-    for (scheme, _, samples) in runtimes {
-        out.insert(format!("{}_ms", scheme.name()), json!(ms(median(samples))));
+    let (mut computes, mut datas) = (serde_json::Map::new(), serde_json::Map::new());
+    for (scheme, _, compute_samples, data_samples) in runtimes {
+        let key = format!("{}_ms", scheme.name());
+        if compute {
+            computes.insert(key.clone(), json!(ms(median(compute_samples))));
+        }
+        datas.insert(key, json!(ms(median(data_samples))));
     }
-    Ok(Value::Object(out))
+    let computes = if compute {
+        Value::Object(computes)
+    } else {
+        Value::Null
+    };
+    Ok((computes, Value::Object(datas)))
 }
 
 /// The data workload shared with the peer scripts: it reads `data_text()` through a
@@ -354,9 +368,12 @@ fn data_text(rows: u64) -> String {
     out
 }
 
-/// The data workload, three runs: the median run's total and phases, and what it computed.
-async fn data_workload(rt: &WasmCodeRuntime) -> Result<Value, String> {
-    let text = Arc::new(data_text(DATA_ROWS));
+/// One run of the data workload over `text`: its whole time, the program's value and the fuel
+/// it burned (under a scheme without fuel, 0).
+async fn data_once(
+    rt: &WasmCodeRuntime,
+    text: &Arc<String>,
+) -> Result<(Duration, Value, u64), String> {
     let read_file: BindingFn = {
         let text = text.clone();
         codemode_runtime::code::binding(move |_, _| {
@@ -365,24 +382,31 @@ async fn data_workload(rt: &WasmCodeRuntime) -> Result<Value, String> {
         })
     };
     let namespace = tools_namespace([("read_file".to_owned(), read_file)].into());
+    let started = Instant::now();
+    let (result, metrics) = rt
+        .run_measured(request(DATA_PROGRAM, vec![namespace]))
+        .await
+        .map_err(|e| e.to_string())?;
+    let total = started.elapsed();
+    if let Some(error) = result.error {
+        return Err(format!("the data workload failed: {}", error.message));
+    }
+    let value = result.value.ok_or("the data workload returned nothing")?;
+    Ok((total, value, metrics.fuel_consumed))
+}
+
+/// The data workload, three runs: the median run's total and phases, and what it computed.
+async fn data_workload(rt: &WasmCodeRuntime) -> Result<Value, String> {
+    let text = Arc::new(data_text(DATA_ROWS));
     let mut outcomes = Vec::new();
     for _ in 0..3 {
-        let started = Instant::now();
-        let result = rt
-            .run(request(DATA_PROGRAM, vec![namespace.clone()]))
-            .await
-            .map_err(|e| e.to_string())?;
-        let total = started.elapsed();
-        if let Some(error) = result.error {
-            return Err(format!("the data workload failed: {}", error.message));
-        }
-        let value = result.value.ok_or("the data workload returned nothing")?;
-        outcomes.push((total, value));
+        outcomes.push(data_once(rt, &text).await?);
     }
-    outcomes.sort_by_key(|(total, _)| *total);
-    let (total, value) = &outcomes[1];
+    outcomes.sort_by_key(|(total, _, _)| *total);
+    let (total, value, fuel) = &outcomes[1];
     Ok(json!({
         "total_ms": ms(*total),
+        "fuel": fuel,
         "phases_ms": value["phases"],
         "check": value["check"],
         "input_bytes": text.len(),
@@ -456,6 +480,16 @@ async fn durable_study() -> Result<Value, String> {
 
 async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let rt = WasmCodeRuntime::new(Budgets::default()).map_err(|e| e.to_string())?;
+    if args.data_only {
+        measured(&rt, "return 1", vec![]).await?;
+        let data = data_workload(&rt).await?;
+        let interruption_data = if args.interruption {
+            interruption_study(false).await?.1
+        } else {
+            Value::Null
+        };
+        return Ok(json!({ "data": data, "interruption_data": interruption_data }));
+    }
     let tools = || vec![bridge_namespace()];
 
     // Warm up: the first run pays for loading the compiled module.
@@ -591,10 +625,10 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
 
     let durable = durable_study().await?;
     let data = data_workload(&rt).await?;
-    let interruption = if args.interruption {
-        interruption_study().await?
+    let (interruption, interruption_data) = if args.interruption {
+        interruption_study(true).await?
     } else {
-        Value::Null
+        (Value::Null, Value::Null)
     };
 
     Ok(json!({
@@ -623,6 +657,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "data": data,
         "compute_ms": ms(compute),
         "interruption": interruption,
+        "interruption_data": interruption_data,
         "fuel_per_ms_configured": FUEL_PER_MS,
         "guest_module_bytes": GUEST_WASM.len(),
         "peak_rss_mib": rss_kib("VmHWM:").unwrap_or(0) as f64 / 1024.0,
@@ -633,12 +668,13 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
 pub async fn bench(args: BenchArgs) -> u8 {
     // Measured on a runtime worker, as an embedding host's request handler would run, not on
     // the thread blocked in `block_on` (every wake-up of which is a cross-thread unpark).
-    let (interruption, runs) = (args.interruption, args.runs);
+    let (interruption, runs, data_only) = (args.interruption, args.runs, args.data_only);
     let measured = tokio::spawn(async move {
         measure(&BenchArgs {
             json: true,
             interruption,
             runs,
+            data_only,
         })
         .await
     })
@@ -729,6 +765,7 @@ pub async fn bench(args: BenchArgs) -> u8 {
             "ms",
             None,
         ),
+        ("  fuel burned", "/data/fuel", "", None),
         (
             "pause a small run (write record)",
             "/durable/small/pause_ms",
@@ -792,9 +829,10 @@ pub async fn bench(args: BenchArgs) -> u8 {
             report.pointer(key)
         } else {
             report.get(key)
-        }
-        .and_then(Value::as_f64)
-        .unwrap_or(f64::NAN);
+        };
+        // `--data-only` measures a part of the table.
+        let Some(v) = v else { continue };
+        let v = v.as_f64().unwrap_or(f64::NAN);
         match target {
             Some((bound, upper)) => {
                 let (sign, met) = if upper {
@@ -811,19 +849,23 @@ pub async fn bench(args: BenchArgs) -> u8 {
             None => println!("{label:<36} {v:>14.2} {unit}"),
         }
     }
-    let split = &report["fresh_run_split_us"];
-    println!(
-        "split of a fresh run (mean µs): strip {:.1}, instantiate {:.1}, eval {:.1}",
-        split["strip"].as_f64().unwrap_or(f64::NAN),
-        split["instantiate"].as_f64().unwrap_or(f64::NAN),
-        split["eval"].as_f64().unwrap_or(f64::NAN)
-    );
-    if let Some(study) = report["interruption"].as_object() {
+    if let Some(split) = report.get("fresh_run_split_us") {
+        println!(
+            "split of a fresh run (mean µs): strip {:.1}, instantiate {:.1}, eval {:.1}",
+            split["strip"].as_f64().unwrap_or(f64::NAN),
+            split["instantiate"].as_f64().unwrap_or(f64::NAN),
+            split["eval"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
+    for (key, workload) in [("interruption", "compute"), ("interruption_data", "data")] {
+        let Some(study) = report[key].as_object() else {
+            continue;
+        };
         let none = study
             .get("none_ms")
             .and_then(Value::as_f64)
             .unwrap_or(f64::NAN);
-        println!("compute workload by interruption scheme:");
+        println!("{workload} workload by interruption scheme:");
         for (key, v) in study {
             let v = v.as_f64().unwrap_or(f64::NAN);
             println!(

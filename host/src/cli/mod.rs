@@ -234,10 +234,14 @@ pub struct BenchArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Also compare interruption schemes (none, fuel, epoch, both) on the compute workload;
-    /// compiles the guest once per scheme unless the disk cache has it.
+    /// Also compare interruption schemes (none, fuel, epoch, both) on the compute and data
+    /// workloads; compiles the guest once per scheme unless the disk cache has it.
     #[arg(long)]
     pub interruption: bool,
+    /// Measure only the data workload (and, with --interruption, the data workload under
+    /// each scheme): a quick loop for work on data-heavy programs.
+    #[arg(long)]
+    pub data_only: bool,
     /// Iterations of the fresh-run workload.
     #[arg(long, default_value_t = 200)]
     pub runs: usize,
