@@ -2,9 +2,9 @@
 //! complete host. The nested cargo gets its own target directory (two cargo processes on one
 //! directory wait on each other's lock forever) and none of the host's compiler flags.
 //!
-//! The guest runs Boa with the small patches in `guest/patches/boa_engine/` applied (see
+//! The guest runs Boa with the small patches in `guest/patches/<crate>/` applied (see
 //! `patched_boa.rs`), so the guest is built from a generated manifest that points at the
-//! patched copy.
+//! patched copies.
 //!
 //! A toolchain installed before `rust-toolchain.toml` named the `wasm32-wasip1` target does not
 //! have it; the target is added with rustup (or the build stops at once with the command

@@ -1,13 +1,13 @@
-//! Boa as the guest runs it: the registry's `boa_engine` with `guest/patches/boa_engine/*.patch`
-//! applied, in order.
+//! Boa as the guest runs it: the registry's Boa crates with the patches in
+//! `guest/patches/<crate>/*.patch` applied, in order (today `boa_engine` and `boa_gc`).
 //!
 //! The patches are small changes written so that they could go upstream (each says why at its
 //! top). They are applied here, at build time, to a copy of the pristine source that cargo
 //! fetched for the guest's lock file, so that the repository carries patches, never a fork.
 //! The guest is then built from a generated manifest (the guest's, with absolute paths and a
-//! `[patch.crates-io]` entry) beside a copy of the guest's lock file; the guest's own
-//! directory is never written to. After the build, the lock cargo wrote must name exactly the
-//! packages the guest's lock pins, so the patch cannot move any other version.
+//! `[patch.crates-io]` entry per patched crate) beside a copy of the guest's lock file; the
+//! guest's own directory is never written to. After the build, the lock cargo wrote must name
+//! exactly the packages the guest's lock pins, so the patches cannot move any other version.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -16,50 +16,72 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-/// The crate the patches apply to.
-const CRATE: &str = "boa_engine";
-
-/// Where the patched source is, and the generated manifest to build the guest with.
+/// Where the patched sources are, and the generated manifest to build the guest with.
 pub struct Prepared {
     pub manifest: PathBuf,
     pub patches: PathBuf,
 }
 
-/// Prepares the patched Boa and the manifest that uses it, under `work` (in the guest's target
-/// directory). `cargo` is the cargo to ask for the pristine source.
-pub fn prepare(cargo: &Path, guest_dir: &Path, work: &Path) -> Prepared {
-    let patches_dir = guest_dir.join("patches").join(CRATE);
-    let patches = read_patches(&patches_dir);
-    let (version, pristine) = pristine_source(cargo, guest_dir);
+/// One patched crate: its name and where its patched copy is.
+struct Patched {
+    name: String,
+    dir: PathBuf,
+}
 
-    let mut digest = Sha256::new();
-    digest.update(version.as_bytes());
-    for (name, text) in &patches {
-        digest.update(name.as_bytes());
-        digest.update([0]);
-        digest.update(text.as_bytes());
-        digest.update([0]);
-    }
-    let key: String = digest.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let patched = work.join(format!("{CRATE}-{version}-{key}"));
-    if !patched.join(COMPLETE).is_file() {
-        apply_all(&pristine, &patched, &patches);
+/// Prepares every patched crate and the manifest that uses them, under `work` (in the guest's
+/// target directory). `cargo` is the cargo to ask for the pristine sources.
+pub fn prepare(cargo: &Path, guest_dir: &Path, work: &Path) -> Prepared {
+    let patches_root = guest_dir.join("patches");
+    let sources = pristine_sources(cargo, guest_dir);
+    let mut crates = Vec::new();
+    for name in patched_crates(&patches_root) {
+        let patches = read_patches(&patches_root.join(&name));
+        let Some((version, pristine)) = sources.iter().find(|s| s.0 == name).map(|s| (&s.1, &s.2))
+        else {
+            panic!("guest/patches/{name} patches a crate the guest's lock does not have");
+        };
+        let mut digest = Sha256::new();
+        digest.update(version.as_bytes());
+        for (file, text) in &patches {
+            digest.update(file.as_bytes());
+            digest.update([0]);
+            digest.update(text.as_bytes());
+            digest.update([0]);
+        }
+        let key: String = digest.finalize()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let dir = work.join(format!("{name}-{version}-{key}"));
+        if !dir.join(COMPLETE).is_file() {
+            apply_all(pristine, &dir, &name, &patches);
+        }
+        crates.push(Patched { name, dir });
     }
 
     let manifest_dir = work.join("guest");
     fs::create_dir_all(&manifest_dir).expect("create the generated guest manifest's directory");
     let manifest = manifest_dir.join("Cargo.toml");
-    write_if_changed(&manifest, &generated_manifest(guest_dir, &patched));
-    // The guest's lock is the source of truth; cargo rewrites only the patched crate's entry.
+    write_if_changed(&manifest, &generated_manifest(guest_dir, &crates));
+    // The guest's lock is the source of truth; cargo rewrites only the patched crates' entries.
     let lock = fs::read_to_string(guest_dir.join("Cargo.lock")).expect("read guest/Cargo.lock");
     write_if_changed(&manifest_dir.join("Cargo.lock"), &lock);
     Prepared {
         manifest,
-        patches: patches_dir,
+        patches: patches_root,
     }
+}
+
+/// The crates `guest/patches` has a directory of patches for, in name order.
+fn patched_crates(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(root)
+        .unwrap_or_else(|e| panic!("read {}: {e}", root.display()))
+        .map(|entry| entry.expect("read a patch directory entry"))
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// Marks a patched tree as whole: a build interrupted while copying or patching starts over.
@@ -85,9 +107,9 @@ fn read_patches(dir: &Path) -> Vec<(String, String)> {
     patches
 }
 
-/// The version the guest's lock pins and the directory cargo unpacked it to (fetching it
-/// first, as a build would).
-fn pristine_source(cargo: &Path, guest_dir: &Path) -> (String, PathBuf) {
+/// Every registry package of the guest's lock: its name, version and the directory cargo
+/// unpacked it to (fetching it first, as a build would).
+fn pristine_sources(cargo: &Path, guest_dir: &Path) -> Vec<(String, String, PathBuf)> {
     let output = Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--locked"])
         .args(["--filter-platform", "wasm32-wasip1"])
@@ -103,36 +125,30 @@ fn pristine_source(cargo: &Path, guest_dir: &Path) -> (String, PathBuf) {
     );
     let metadata: serde_json::Value =
         serde_json::from_slice(&output.stdout).expect("`cargo metadata` prints JSON");
-    let package = metadata["packages"]
+    metadata["packages"]
         .as_array()
         .into_iter()
         .flatten()
-        .find(|p| p["name"] == CRATE && p["source"].is_string())
-        .unwrap_or_else(|| panic!("the guest's lock has no registry {CRATE}"));
-    let version = package["version"]
-        .as_str()
-        .expect("a package has a version")
-        .to_owned();
-    let manifest = PathBuf::from(
-        package["manifest_path"]
-            .as_str()
-            .expect("a package has a manifest path"),
-    );
-    let dir = manifest
-        .parent()
-        .expect("a manifest path has a directory")
-        .to_path_buf();
-    (version, dir)
+        .filter(|p| p["source"].is_string())
+        .filter_map(|p| {
+            let name = p["name"].as_str()?.to_owned();
+            let version = p["version"].as_str()?.to_owned();
+            let dir = PathBuf::from(p["manifest_path"].as_str()?)
+                .parent()?
+                .to_path_buf();
+            Some((name, version, dir))
+        })
+        .collect()
 }
 
-fn apply_all(pristine: &Path, patched: &Path, patches: &[(String, String)]) {
+fn apply_all(pristine: &Path, patched: &Path, krate: &str, patches: &[(String, String)]) {
     if patched.exists() {
         fs::remove_dir_all(patched)
             .unwrap_or_else(|e| panic!("remove the stale {}: {e}", patched.display()));
     }
     copy_tree(pristine, patched);
     for (name, text) in patches {
-        apply(patched, name, text);
+        apply(patched, krate, name, text);
     }
     fs::write(patched.join(COMPLETE), "").expect("mark the patched source complete");
 }
@@ -152,8 +168,9 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// Applies one patch file (an optional description, then a `git diff`) to the tree at `root`.
-fn apply(root: &Path, name: &str, text: &str) {
+/// Applies one patch file (an optional description, then a `git diff`) to the tree at `root`,
+/// a copy of `krate`.
+fn apply(root: &Path, krate: &str, name: &str, text: &str) {
     use diffy::patch_set::{FileOperation, ParseOptions, PatchSet};
 
     let diff = text
@@ -176,7 +193,7 @@ fn apply(root: &Path, name: &str, text: &str) {
         let base = fs::read_to_string(&target)
             .unwrap_or_else(|e| panic!("patch {name}: read {path}: {e}"));
         let patched = diffy::apply(&base, patch).unwrap_or_else(|e| {
-            panic!("patch {name} does not apply to {path} of the pristine {CRATE}: {e}")
+            panic!("patch {name} does not apply to {path} of the pristine {krate}: {e}")
         });
         fs::write(&target, patched).unwrap_or_else(|e| panic!("write {path}: {e}"));
         files += 1;
@@ -184,8 +201,8 @@ fn apply(root: &Path, name: &str, text: &str) {
     assert!(files > 0, "patch {name} changes no file");
 }
 
-/// The guest's manifest with its relative paths made absolute and the patched crate swapped in.
-fn generated_manifest(guest_dir: &Path, patched: &Path) -> String {
+/// The guest's manifest with its relative paths made absolute and the patched crates swapped in.
+fn generated_manifest(guest_dir: &Path, crates: &[Patched]) -> String {
     let source = fs::read_to_string(guest_dir.join("Cargo.toml")).expect("read guest/Cargo.toml");
     let mut doc: toml_edit::DocumentMut = source.parse().expect("guest/Cargo.toml is TOML");
     let absolute = |relative: &str| path_text(&guest_dir.join(relative));
@@ -214,13 +231,15 @@ fn generated_manifest(guest_dir: &Path, patched: &Path) -> String {
         };
         table.insert("path", toml_edit::value(absolute(&path)));
     }
-    let mut patch = toml_edit::InlineTable::new();
-    patch.insert("path", path_text(patched).into());
     let mut patch_table = toml_edit::Table::new();
     patch_table.set_implicit(true);
     doc["patch"] = toml_edit::Item::Table(patch_table);
     doc["patch"]["crates-io"] = toml_edit::table();
-    doc["patch"]["crates-io"][CRATE] = toml_edit::Item::Value(patch.into());
+    for patched in crates {
+        let mut patch = toml_edit::InlineTable::new();
+        patch.insert("path", path_text(&patched.dir).into());
+        doc["patch"]["crates-io"][patched.name.as_str()] = toml_edit::Item::Value(patch.into());
+    }
     format!(
         "# Generated by codemode-host's build script from guest/Cargo.toml: do not edit.\n{doc}"
     )
@@ -240,7 +259,7 @@ fn write_if_changed(path: &Path, text: &str) {
 }
 
 /// Checks that the build's lock pins every package the guest's lock pins, at the same
-/// version, and nothing else: the patch swaps one crate's source, never a version.
+/// version, and nothing else: the patches swap crates' sources, never a version.
 pub fn check_lock(guest_dir: &Path, manifest: &Path) {
     let pinned = |path: &Path| -> BTreeSet<(String, String)> {
         let text =
@@ -262,7 +281,7 @@ pub fn check_lock(guest_dir: &Path, manifest: &Path) {
     let built = pinned(&manifest.with_file_name("Cargo.lock"));
     assert!(
         expected == built,
-        "building the guest with patched {CRATE} changed its locked packages: only in guest/Cargo.lock {:?}, only in the build's {:?}",
+        "building the guest with patched Boa crates changed its locked packages: only in guest/Cargo.lock {:?}, only in the build's {:?}",
         expected.difference(&built).collect::<Vec<_>>(),
         built.difference(&expected).collect::<Vec<_>>()
     );
