@@ -78,6 +78,38 @@ async fn a_hot_loop_hits_the_wall_clock_before_a_huge_compute_budget() {
     );
 }
 
+/// Fuel charges bulk memory operations by the byte, so a loop that copies large blocks still
+/// yields often, and the wall clock checked at each yield stops it.
+#[tokio::test]
+async fn a_loop_of_large_copies_hits_the_wall_clock() {
+    let rt = runtime_with(budgets(|b| {
+        b.wall_ms = 300;
+        b.compute_ms = 3_600_000;
+    }));
+    let program = "let s = 'x'.repeat(1 << 24); let n = 0; for (;;) { n += (s + 'y').length; }";
+    let r = run_on(&rt, program, vec![], None).await;
+    assert_eq!(
+        failure(&r, FailureKind::Timeout),
+        "wall-clock ceiling reached (300ms)"
+    );
+}
+
+/// An abort reaches a program that never waits: it is checked whenever fuel makes it yield.
+#[tokio::test]
+async fn an_abort_stops_a_hot_loop() {
+    let rt = runtime_with(budgets(|b| b.compute_ms = 3_600_000));
+    let controller = codemode_runtime::signal::AbortController::new();
+    let signal = controller.signal();
+    let run = {
+        let rt = rt.clone();
+        tokio::spawn(async move { run_on(&rt, "for (;;) {}", vec![], Some(signal)).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    controller.abort("stop spinning");
+    let r = run.await.expect("the run's task");
+    assert_eq!(failure(&r, FailureKind::Abort), "stop spinning");
+}
+
 #[tokio::test]
 async fn running_out_of_memory_is_a_worker_exit_and_the_host_carries_on() {
     let rt = runtime_with(budgets(|b| b.memory_mb = 32));
@@ -283,8 +315,8 @@ async fn a_resolution_landing_after_the_run_settled_is_dropped() {
     );
 }
 
-/// `#[tokio::test]` runs on one thread: the hot loop must yield to the runtime (fuel yields and
-/// epoch ticks), or the short run could not finish before the loop's budget ends it.
+/// `#[tokio::test]` runs on one thread: the hot loop must yield to the runtime (fuel yields),
+/// or the short run could not finish before the loop's budget ends it.
 #[tokio::test]
 async fn a_hot_loop_does_not_starve_another_run_on_the_same_thread() {
     let rt = runtime_with(budgets(|b| b.compute_ms = 3_000));

@@ -220,6 +220,9 @@ function render(results) {
     row('whole run', (d) => d.total_ms);
     const checks = new Set(withData.map((s) => JSON.stringify(results[s.id].data.check)));
     lines.push('', checks.size === 1 ? 'Every system computed the same result.' : '**The systems computed different results.**');
+    if (isNumber(codemode?.data?.fuel)) {
+      lines.push('', `codemode burned ${fmt(codemode.data.fuel)} fuel on it, the same from run to run (\`codemode bench --data-only\`).`);
+    }
   }
 
   const durable = codemode?.durable;
@@ -244,18 +247,24 @@ function render(results) {
 
   const study = codemode?.interruption;
   if (study && typeof study === 'object') {
+    const data = codemode.interruption_data && typeof codemode.interruption_data === 'object' ? codemode.interruption_data : null;
     lines.push('', '## Interruption schemes', '');
     lines.push(
-      'The compute workload under each way of interrupting a running guest (wasmtime fuel, ' +
-        'epoch deadlines, both, neither); overhead is relative to no interruption.',
+      'The compute workload' + (data ? ' and the data workload (whole run)' : '') + ' under each way of ' +
+        'interrupting a running guest (wasmtime fuel, epoch deadlines, both, neither); overhead is relative ' +
+        'to no interruption. Runs use fuel alone: the wall clock and aborts are checked whenever fuel makes a ' +
+        'busy guest yield.',
       '',
     );
-    lines.push('| scheme | compute (ms) | overhead |', '| --- | ---: | ---: |');
-    const none = study.none_ms;
+    const overheadOf = (v, none) => (isNumber(v) && isNumber(none) && none > 0 ? `${((v / none - 1) * 100).toFixed(1)} %` : 'n/a');
+    lines.push(
+      data ? '| scheme | compute (ms) | overhead | data (ms) | overhead |' : '| scheme | compute (ms) | overhead |',
+      data ? '| --- | ---: | ---: | ---: | ---: |' : '| --- | ---: | ---: |',
+    );
     for (const [scheme, key] of [['none', 'none_ms'], ['fuel', 'fuel_ms'], ['epoch', 'epoch_ms'], ['fuel + epoch', 'both_ms']]) {
-      const v = study[key];
-      const overhead = isNumber(v) && isNumber(none) && none > 0 ? `${((v / none - 1) * 100).toFixed(1)} %` : 'n/a';
-      lines.push(`| ${scheme} | ${fmt(v)} | ${key === 'none_ms' ? '—' : overhead} |`);
+      const cells = [fmt(study[key]), key === 'none_ms' ? '—' : overheadOf(study[key], study.none_ms)];
+      if (data) cells.push(fmt(data[key]), key === 'none_ms' ? '—' : overheadOf(data[key], data.none_ms));
+      lines.push(`| ${scheme} | ${cells.join(' | ')} |`);
     }
   }
 
