@@ -110,6 +110,40 @@ async fn an_abort_stops_a_hot_loop() {
     assert_eq!(failure(&r, FailureKind::Abort), "stop spinning");
 }
 
+/// A loop of host calls stops at the wall clock and at an abort (checked at each call that
+/// charges fuel as well as at fuel yields), not at the call limit it would reach later.
+#[tokio::test]
+async fn a_loop_of_host_calls_hits_the_wall_clock() {
+    let rt = runtime_with(budgets(|b| {
+        b.wall_ms = 100;
+        b.compute_ms = 3_600_000;
+    }));
+    let ns = tools(vec![("echo", echo())]);
+    let r = run_on(&rt, "for (;;) { tools.echo({}); }", vec![ns], None).await;
+    assert_eq!(
+        failure(&r, FailureKind::Timeout),
+        "wall-clock ceiling reached (100ms)"
+    );
+}
+
+#[tokio::test]
+async fn an_abort_stops_a_loop_of_host_calls() {
+    let rt = runtime_with(budgets(|b| b.compute_ms = 3_600_000));
+    let controller = codemode_runtime::signal::AbortController::new();
+    let signal = controller.signal();
+    let run = {
+        let rt = rt.clone();
+        let ns = tools(vec![("echo", echo())]);
+        tokio::spawn(async move {
+            run_on(&rt, "for (;;) { tools.echo({}); }", vec![ns], Some(signal)).await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    controller.abort("stop calling");
+    let r = run.await.expect("the run's task");
+    assert_eq!(failure(&r, FailureKind::Abort), "stop calling");
+}
+
 #[tokio::test]
 async fn running_out_of_memory_is_a_worker_exit_and_the_host_carries_on() {
     let rt = runtime_with(budgets(|b| b.memory_mb = 32));

@@ -109,19 +109,29 @@ fn hash_bytes(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Short Latin-1 strings already made during this parse, by content.
+/// How many slots a cache gets for a text of `len` units: one per 16 units, from 16 up to
+/// `most`. Tool replies and `JSON.parse` calls are mostly small; a table sized for 7 MB would
+/// cost them more to fill and drop than the parse itself.
+fn slots_for(len: usize, most: usize) -> usize {
+    (len / 16).clamp(16, most)
+}
+
+/// Short Latin-1 strings already made during this parse, by content. The table is made at the
+/// first string, so a text without strings pays nothing for it.
 struct StringCache {
+    size: usize,
     slots: Vec<Option<JsString>>,
 }
 
 impl StringCache {
     /// Strings longer than this are made afresh: they rarely repeat, and comparing costs.
     const MAX_LEN: usize = 32;
-    const SLOTS: usize = 1024;
+    const MOST_SLOTS: usize = 1024;
 
-    fn new() -> Self {
+    fn new(text_len: usize) -> Self {
         Self {
-            slots: vec![None; Self::SLOTS],
+            size: slots_for(text_len, Self::MOST_SLOTS),
+            slots: Vec::new(),
         }
     }
 
@@ -129,7 +139,10 @@ impl StringCache {
         if bytes.len() > Self::MAX_LEN {
             return JsString::from(JsStr::latin1(bytes));
         }
-        let slot = &mut self.slots[hash_bytes(bytes) as usize % Self::SLOTS];
+        if self.slots.is_empty() {
+            self.slots = vec![None; self.size];
+        }
+        let slot = &mut self.slots[hash_bytes(bytes) as usize % self.size];
         if let Some(cached) = slot {
             if matches!(cached.as_str().variant(), JsStrVariant::Latin1(c) if c == bytes) {
                 return cached.clone();
@@ -146,16 +159,19 @@ impl StringCache {
 /// another shape while the entry exists.
 struct ShapeCache {
     empty: DataObjectTemplate,
+    size: usize,
+    /// Made at the first key, like `StringCache`'s.
     slots: Vec<Option<(DataObjectTemplate, JsString, DataObjectTemplate)>>,
 }
 
 impl ShapeCache {
-    const SLOTS: usize = 512;
+    const MOST_SLOTS: usize = 512;
 
-    fn new(context: &Context) -> Self {
+    fn new(context: &Context, text_len: usize) -> Self {
         Self {
             empty: DataObjectTemplate::ordinary(context),
-            slots: vec![None; Self::SLOTS],
+            size: slots_for(text_len, Self::MOST_SLOTS),
+            slots: Vec::new(),
         }
     }
 
@@ -165,7 +181,10 @@ impl ShapeCache {
         for unit in key.iter() {
             h = (h ^ u64::from(unit)).wrapping_mul(0x0100_0000_01b3);
         }
-        let slot = &mut self.slots[h as usize % Self::SLOTS];
+        if self.slots.is_empty() {
+            self.slots = vec![None; self.size];
+        }
+        let slot = &mut self.slots[h as usize % self.size];
         if let Some((cached_from, cached_key, to)) = slot {
             if cached_from.same_as(from) && *cached_key == *key {
                 return Some(to.clone());
@@ -238,8 +257,9 @@ impl<U: Decode> Scanner<'_, U> {
         self.pos - start
     }
 
-    /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`, correctly rounded. Integers
-    /// that fit 32 bits become integer values, as the same literal in a program would.
+    /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`, correctly rounded. Integers of
+    /// up to nine digits (all of which fit 32 bits) become integer values, as the same literal
+    /// in a program would; longer ones are floats, with the same value.
     fn number(&mut self) -> Option<JsValue> {
         let start = self.pos;
         let negative = self.at(self.pos) == Some(u16::from(b'-'));
@@ -406,9 +426,9 @@ fn parse_text<U: Decode>(units: &[U], utf8: bool, context: &mut Context) -> Opti
         units,
         utf8,
         pos: 0,
-        strings: StringCache::new(),
+        strings: StringCache::new(units.len()),
     };
-    let mut shapes = ShapeCache::new(context);
+    let mut shapes = ShapeCache::new(context, units.len());
     let mut stack: Vec<Open> = Vec::new();
     loop {
         // Parse one value, or open a container.

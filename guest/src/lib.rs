@@ -32,8 +32,6 @@ use boa_engine::{
 
 use codemode_wire::{Delivery, Done, DoneKind, STATUS_DONE, STATUS_WAITING};
 
-/// `cm_run` / `cm_deliver` return values.
-
 const PRELUDE: &str = include_str!("prelude.js");
 
 /// The program is compiled as this function, one line above the program's first line, so that

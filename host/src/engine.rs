@@ -20,7 +20,8 @@ use wasmtime::{Config, Engine, Module};
 pub const GUEST_WASM: &[u8] = include_bytes!(env!("CODEMODE_GUEST_WASM"));
 pub(crate) const GUEST_SHA256: &str = env!("CODEMODE_GUEST_SHA256");
 
-/// One epoch tick. Wall-clock checks inside running wasm happen at this granularity.
+/// One epoch tick, for the schemes with epochs that `codemode bench --interruption` measures
+/// (runs check the wall clock at fuel yields instead).
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
 /// Native stack for wasm frames: Boa's parser and interpreter recurse deeply on nested input.

@@ -1,6 +1,6 @@
 //! codemode's wasm sandbox: TypeScript programs run in a fresh Boa-in-wasm instance per run,
-//! under fuel, epoch, memory and output budgets, calling host bindings through a validated
-//! bridge. The `codemode` binary (src/main.rs) wires this crate to the CLI.
+//! under compute (fuel), wall-clock, memory and output budgets, calling host bindings through
+//! a validated bridge. The `codemode` binary (src/main.rs) wires this crate to the CLI.
 
 #![warn(missing_docs)]
 

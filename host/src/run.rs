@@ -32,9 +32,11 @@ use crate::durable::memory::Image;
 use crate::durable::{record, Durability};
 use crate::engine::Interruption;
 
-/// Fuel between cooperative yields of a busy guest (about 1 ms of compute). At every yield the
-/// host polls the run's calls and checks whether the guest must stop (`Watch`), so this is
-/// also the bound on how long a computing guest runs past its wall clock or an abort.
+/// Fuel between cooperative yields of a busy guest (under a millisecond of compute at
+/// `FUEL_PER_MS`). At every yield the host polls the run's calls and checks whether the guest
+/// must stop (`Watch`), so this bounds how long a computing guest runs past its wall clock or
+/// an abort, except that one bulk memory operation, charged by the byte up front, runs to its
+/// end.
 const YIELD_FUEL: u64 = 4_000_000;
 
 /// How long a settled run waits, past its wall budget, for bindings that ignore their signal.
@@ -142,7 +144,9 @@ impl InFlight {
 struct Watch {
     /// Fires when the run settles.
     settled: AbortSignal,
+    /// The caller's abort signal.
     control: AbortSignal,
+    /// The end of the wall-clock budget.
     deadline: Instant,
 }
 
@@ -253,8 +257,8 @@ pub struct RunState {
     /// Fires when the run settles, telling running bindings to stop.
     call_controller: AbortController,
     limiter: MemoryLimiter,
-    control: AbortSignal,
-    deadline: Instant,
+    /// The run's settled signal (from `call_controller`), abort signal and wall deadline.
+    watch: Watch,
     random_state: std::collections::hash_map::RandomState,
     random_counter: u64,
     /// Bindings whose calls pause the run instead of running.
@@ -278,6 +282,7 @@ impl RunState {
         control: AbortSignal,
         started: Instant,
     ) -> Self {
+        let call_controller = AbortController::new();
         RunState {
             memory: None,
             boot,
@@ -296,13 +301,16 @@ impl RunState {
             timers: BTreeSet::new(),
             timer_deadlines: HashMap::new(),
             calls: Vec::new(),
-            call_controller: AbortController::new(),
+            watch: Watch {
+                settled: call_controller.signal(),
+                control,
+                deadline: started + budgets.wall(),
+            },
+            call_controller,
             limiter: MemoryLimiter {
                 max: budgets.memory_bytes(),
                 hit: false,
             },
-            control,
-            deadline: started + budgets.wall(),
             random_state: Default::default(),
             random_counter: 0,
             pause_on: BTreeSet::new(),
@@ -474,14 +482,16 @@ impl RunState {
         out
     }
 
-    /// What decides whether running wasm must stop: checked at every fuel yield, and on
-    /// every epoch tick under a scheme with epochs.
+    /// What decides whether running wasm must stop: checked at every fuel yield, on every
+    /// epoch tick under a scheme with epochs, and at every host call that charges fuel.
     fn watch(&self) -> Watch {
-        Watch {
-            settled: self.call_controller.signal(),
-            control: self.control.clone(),
-            deadline: self.deadline,
-        }
+        self.watch.clone()
+    }
+
+    /// Whether running wasm must stop now; asked by every host call that charges fuel, as
+    /// well as at fuel yields.
+    pub(crate) fn must_stop(&self) -> Option<Stop> {
+        self.watch.stop()
     }
 
     /// Turns the result of a completed binding into the delivery the guest will read.
@@ -595,7 +605,7 @@ async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
             clocks.armed = next_timer;
         }
     }
-    let control = state.control.clone();
+    let control = state.watch.control.clone();
     let calls = state.in_flight.clone();
     tokio::select! {
         biased;
@@ -945,7 +955,7 @@ pub(crate) async fn execute(
         }
     }
     let patience =
-        tokio::time::Instant::from_std(state.deadline.max(Instant::now()) + SETTLE_GRACE);
+        tokio::time::Instant::from_std(state.watch.deadline.max(Instant::now()) + SETTLE_GRACE);
     let drained = tokio::time::timeout_at(patience, async {
         while let Some((_, result)) = in_flight.next().await {
             if let Ok(value) = result {
@@ -1075,7 +1085,7 @@ async fn drive(
         )
         .with_cause(FailureCause::Trap));
     };
-    let mut clocks = Clocks::new(store.data().deadline);
+    let mut clocks = Clocks::new(store.data().watch.deadline);
     let calls = store.data().in_flight.clone();
     let watch = store.data().watch();
     let mut status = match resumed {

@@ -31,15 +31,20 @@ pub const MAX_CALLS_PER_RUN: usize = 100_000;
 /// Fuel charged per byte the host copies out of or into guest memory on the guest's behalf,
 /// per byte of JSON it parses, and per byte of randomness it makes: work a program causes
 /// outside wasm is paid from the same compute budget as its own (at `FUEL_PER_MS`, 1 fuel is
-/// a quarter of a nanosecond: the host's copying, parsing and hashing cost about this much).
+/// about a fifth of a nanosecond: the host's copying, parsing and hashing cost about this much).
 const COPY_FUEL_PER_BYTE: u64 = 1;
 const PARSE_FUEL_PER_BYTE: u64 = 16;
 const RANDOM_FUEL_PER_BYTE: u64 = 8;
 
 /// Charges `bytes × per_byte` fuel before the host does that work; a program that cannot pay
 /// stops with its compute budget spent. (Engines without fuel, for measurements, charge
-/// nothing.)
+/// nothing.) The wall clock, aborts and settlement are checked here too, not only at fuel
+/// yields: a loop of host calls then stops on time whatever setting the fuel does to the
+/// countdown to the next yield.
 fn charge(caller: &mut Caller<'_, RunState>, bytes: usize, per_byte: u64) -> wasmtime::Result<()> {
+    if let Some(stop) = caller.data().must_stop() {
+        return Err(wasmtime::Error::new(stop));
+    }
     let cost = (bytes as u64).saturating_mul(per_byte);
     let Ok(fuel) = caller.get_fuel() else {
         return Ok(());
