@@ -5,47 +5,14 @@
 //! deep nesting, revivers, texts that are not JSON, and the same kinds of values arriving as a
 //! tool's reply.
 
-use std::path::PathBuf;
-use std::process::Command;
-
-use codemode_e2e::run;
+use codemode_e2e::fixture_cases_beside_node;
 use serde_json::Value;
-
-fn program() -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/json/parse.js");
-    std::fs::read_to_string(path).expect("the fixture")
-}
-
-fn node(body: &str) -> Value {
-    let script = format!(
-        "(async function () {{'use strict';\n{body}\n}})().then((v) => process.stdout.write(JSON.stringify(v)), (e) => {{ console.error(e); process.exit(1); }});"
-    );
-    let out = Command::new("node")
-        .args(["-e", &script])
-        .output()
-        .expect("node must be on PATH (.ci/run installs it with the test toolchain)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("node's JSON")
-}
 
 #[tokio::test]
 async fn json_parse_agrees_with_node() {
-    let body = program();
-    let expected = node(&body);
-    let result = run(&body).await;
-    assert!(result.error.is_none(), "{:?}", result.error);
-    let got = result.value.expect("a value");
-    let (Value::Array(expected), Value::Array(got)) = (expected, got) else {
-        panic!("both return arrays");
-    };
-    assert!(expected.len() > 500, "the fixture makes its cases");
-    assert_eq!(got.len(), expected.len());
+    let (node, ours) = fixture_cases_beside_node("json/parse.js", 500).await;
     let short = |v: &Value| v.to_string().chars().take(2_000).collect::<String>();
-    for (i, (node, ours)) in expected.iter().zip(&got).enumerate() {
+    for (i, (node, ours)) in node.iter().zip(&ours).enumerate() {
         assert!(
             ours == node,
             "case {i}:\n node:     {}\n codemode: {}",

@@ -139,3 +139,35 @@ pub fn value(result: &RunResult) -> Value {
         .map(codemode_runtime::json::clone_deep)
         .unwrap_or(Value::Null)
 }
+
+/// Runs the program `fixtures/<fixture>` as the body of an async function in Node and in
+/// codemode (default budgets, an echo tool) and returns the cases each made, Node's first.
+/// Both must return arrays of the same length, of at least `at_least` cases.
+pub async fn fixture_cases_beside_node(fixture: &str, at_least: usize) -> (Vec<Value>, Vec<Value>) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(fixture);
+    let body = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("the fixture {}: {e}", path.display()));
+    let script = format!(
+        "(async function () {{'use strict';\n{body}\n}})().then((v) => process.stdout.write(JSON.stringify(v)), (e) => {{ console.error(e); process.exit(1); }});"
+    );
+    let out = std::process::Command::new("node")
+        .args(["-e", &script])
+        .output()
+        .expect("node must be on PATH (.ci/run installs it with the test toolchain)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let node: Value = serde_json::from_slice(&out.stdout).expect("node's JSON");
+    let result = run(&body).await;
+    assert!(result.error.is_none(), "{:?}", result.error);
+    let (Value::Array(node), Some(Value::Array(ours))) = (node, result.value) else {
+        panic!("both return arrays");
+    };
+    assert!(node.len() >= at_least, "the fixture makes its cases");
+    assert_eq!(ours.len(), node.len());
+    (node, ours)
+}
