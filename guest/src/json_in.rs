@@ -102,47 +102,57 @@ fn string_from_units(units: &[u16]) -> JsString {
     }
 }
 
-/// FNV-1a: cheap, and good enough to spread short keys over a small table.
-fn hash_bytes(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+/// FNV-1a over `units` from `seed`: cheap, and good enough to spread short keys over a small
+/// table.
+fn fnv1a(seed: u64, units: impl Iterator<Item = u64>) -> u64 {
+    units.fold(seed, |h, unit| (h ^ unit).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// How many slots a cache gets for a text of `len` units: one per 16 units, from 16 up to
-/// `most`. Tool replies and `JSON.parse` calls are mostly small; a table sized for 7 MB would
-/// cost them more to fill and drop than the parse itself.
-fn slots_for(len: usize, most: usize) -> usize {
-    (len / 16).clamp(16, most)
-}
-
-/// Short Latin-1 strings already made during this parse, by content. The table is made at the
-/// first string, so a text without strings pays nothing for it.
-struct StringCache {
+/// A direct-mapped table of what this parse already made, sized to the text: one slot per 16
+/// units, from 16 up to `most`, and allocated at the first lookup. Tool replies and
+/// `JSON.parse` calls are mostly small; a table sized for 7 MB would cost them more to fill
+/// and drop than the parse itself.
+struct Table<T> {
     size: usize,
-    slots: Vec<Option<JsString>>,
+    slots: Vec<Option<T>>,
 }
+
+impl<T: Clone> Table<T> {
+    fn new(text_len: usize, most: usize) -> Self {
+        Self {
+            size: (text_len / 16).clamp(16, most),
+            slots: Vec::new(),
+        }
+    }
+
+    /// The slot `hash` falls in.
+    fn slot(&mut self, hash: u64) -> &mut Option<T> {
+        if self.slots.is_empty() {
+            self.slots = vec![None; self.size];
+        }
+        &mut self.slots[hash as usize % self.size]
+    }
+}
+
+/// Short Latin-1 strings already made during this parse, by content.
+struct StringCache(Table<JsString>);
 
 impl StringCache {
     /// Strings longer than this are made afresh: they rarely repeat, and comparing costs.
     const MAX_LEN: usize = 32;
-    const MOST_SLOTS: usize = 1024;
 
     fn new(text_len: usize) -> Self {
-        Self {
-            size: slots_for(text_len, Self::MOST_SLOTS),
-            slots: Vec::new(),
-        }
+        Self(Table::new(text_len, 1024))
     }
 
     fn latin1(&mut self, bytes: &[u8]) -> JsString {
         if bytes.len() > Self::MAX_LEN {
             return JsString::from(JsStr::latin1(bytes));
         }
-        if self.slots.is_empty() {
-            self.slots = vec![None; self.size];
-        }
-        let slot = &mut self.slots[hash_bytes(bytes) as usize % self.size];
+        let slot = self.0.slot(fnv1a(
+            0xcbf2_9ce4_8422_2325,
+            bytes.iter().map(|&b| u64::from(b)),
+        ));
         if let Some(cached) = slot {
             if matches!(cached.as_str().variant(), JsStrVariant::Latin1(c) if c == bytes) {
                 return cached.clone();
@@ -159,32 +169,21 @@ impl StringCache {
 /// another shape while the entry exists.
 struct ShapeCache {
     empty: DataObjectTemplate,
-    size: usize,
-    /// Made at the first key, like `StringCache`'s.
-    slots: Vec<Option<(DataObjectTemplate, JsString, DataObjectTemplate)>>,
+    transitions: Table<(DataObjectTemplate, JsString, DataObjectTemplate)>,
 }
 
 impl ShapeCache {
-    const MOST_SLOTS: usize = 512;
-
     fn new(context: &Context, text_len: usize) -> Self {
         Self {
             empty: DataObjectTemplate::ordinary(context),
-            size: slots_for(text_len, Self::MOST_SLOTS),
-            slots: Vec::new(),
+            transitions: Table::new(text_len, 512),
         }
     }
 
     /// `from` with `key` added, or `None` when the key must be defined the ordinary way.
     fn next(&mut self, from: &DataObjectTemplate, key: &JsString) -> Option<DataObjectTemplate> {
-        let mut h = from.addr() as u64;
-        for unit in key.iter() {
-            h = (h ^ u64::from(unit)).wrapping_mul(0x0100_0000_01b3);
-        }
-        if self.slots.is_empty() {
-            self.slots = vec![None; self.size];
-        }
-        let slot = &mut self.slots[h as usize % self.size];
+        let h = fnv1a(from.addr() as u64, key.iter().map(u64::from));
+        let slot = self.transitions.slot(h);
         if let Some((cached_from, cached_key, to)) = slot {
             if cached_from.same_as(from) && *cached_key == *key {
                 return Some(to.clone());

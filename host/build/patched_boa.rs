@@ -36,25 +36,13 @@ pub fn prepare(cargo: &Path, guest_dir: &Path, work: &Path) -> Prepared {
     let mut crates = Vec::new();
     for name in patched_crates(&patches_root) {
         let patches = read_patches(&patches_root.join(&name));
-        let Some((version, pristine)) = sources.iter().find(|s| s.0 == name).map(|s| (&s.1, &s.2))
-        else {
+        let Some(pristine) = sources.iter().find(|s| s.name == name) else {
             panic!("guest/patches/{name} patches a crate the guest's lock does not have");
         };
-        let mut digest = Sha256::new();
-        digest.update(version.as_bytes());
-        for (file, text) in &patches {
-            digest.update(file.as_bytes());
-            digest.update([0]);
-            digest.update(text.as_bytes());
-            digest.update([0]);
-        }
-        let key: String = digest.finalize()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let dir = work.join(format!("{name}-{version}-{key}"));
+        let version = &pristine.version;
+        let dir = work.join(format!("{name}-{version}-{}", key(version, &patches)));
         if !dir.join(COMPLETE).is_file() {
-            apply_all(pristine, &dir, &name, &patches);
+            apply_all(&pristine.dir, &dir, &name, &patches);
         }
         crates.push(Patched { name, dir });
     }
@@ -70,6 +58,22 @@ pub fn prepare(cargo: &Path, guest_dir: &Path, work: &Path) -> Prepared {
         manifest,
         patches: patches_root,
     }
+}
+
+/// What names a patched copy: the version and every patch, so a change to either makes a new one.
+fn key(version: &str, patches: &[(String, String)]) -> String {
+    let mut digest = Sha256::new();
+    digest.update(version.as_bytes());
+    for (file, text) in patches {
+        digest.update(file.as_bytes());
+        digest.update([0]);
+        digest.update(text.as_bytes());
+        digest.update([0]);
+    }
+    digest.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The crates `guest/patches` has a directory of patches for, in name order.
@@ -107,9 +111,16 @@ fn read_patches(dir: &Path) -> Vec<(String, String)> {
     patches
 }
 
-/// Every registry package of the guest's lock: its name, version and the directory cargo
-/// unpacked it to (fetching it first, as a build would).
-fn pristine_sources(cargo: &Path, guest_dir: &Path) -> Vec<(String, String, PathBuf)> {
+/// A registry package of the guest's lock, unpacked by cargo.
+struct Pristine {
+    name: String,
+    version: String,
+    dir: PathBuf,
+}
+
+/// Every registry package of the guest's lock and the directory cargo unpacked it to
+/// (fetching it first, as a build would).
+fn pristine_sources(cargo: &Path, guest_dir: &Path) -> Vec<Pristine> {
     let output = Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--locked"])
         .args(["--filter-platform", "wasm32-wasip1"])
@@ -131,12 +142,13 @@ fn pristine_sources(cargo: &Path, guest_dir: &Path) -> Vec<(String, String, Path
         .flatten()
         .filter(|p| p["source"].is_string())
         .filter_map(|p| {
-            let name = p["name"].as_str()?.to_owned();
-            let version = p["version"].as_str()?.to_owned();
-            let dir = PathBuf::from(p["manifest_path"].as_str()?)
-                .parent()?
-                .to_path_buf();
-            Some((name, version, dir))
+            Some(Pristine {
+                name: p["name"].as_str()?.to_owned(),
+                version: p["version"].as_str()?.to_owned(),
+                dir: PathBuf::from(p["manifest_path"].as_str()?)
+                    .parent()?
+                    .to_path_buf(),
+            })
         })
         .collect()
 }
