@@ -7,12 +7,18 @@
 //! // expect: {"kind": "timeout", "cause": "compute"}
 //! // via: cli                         (run by the `codemode` binary, not in process)
 //! // peak_rss_mb_below: 200           (the host process's own peak memory, CLI cases)
+//! // peak_over_idle_below_memory_budgets: 2
 //! ```
+//!
+//! The last bounds what the run cost the host beyond an idle run (`return 1` under the same
+//! budgets), in multiples of its memory budget: the sandbox's own memory plus what the host
+//! holds on its behalf.
 //!
 //! `expect` may name `result` (exact), `result_at_least` (a number), `kind` or `kind_any`,
 //! `cause`, `message_contains` or `message_any`. In-process cases run through `run_code` over
 //! the real runtime with the built-in tools; every case must end with its one typed outcome.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -152,6 +158,44 @@ fn peak_mib(pid: u32) -> Option<f64> {
         .map(|kb| kb / 1024.0)
 }
 
+/// Runs `program` (a file, or stdin's text) with `codemode run --json` under `b`, returning
+/// its stdout, its stderr and the process's peak resident memory in MiB.
+fn run_cli(program: Result<&Path, &str>, b: &Budgets) -> (String, String, f64) {
+    let mut child = Command::new(binary())
+        .args(["run", "--json"])
+        .args(["--compute-ms", &b.compute_ms.to_string()])
+        .args(["--memory-mb", &b.memory_mb.to_string()])
+        .args(["--max-output-bytes", &b.max_output_bytes.to_string()])
+        .arg(program.map_or(Path::new("-"), |path| path))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn codemode");
+    // The peak is read while the process lives; its last reading is the run's peak.
+    let pid = child.id();
+    let watcher = std::thread::spawn(move || {
+        let mut peak = 0f64;
+        while let Some(now) = peak_mib(pid) {
+            peak = peak.max(now);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        peak
+    });
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    if let Err(text) = program {
+        stdin.write_all(text.as_bytes()).expect("write the program");
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let peak = watcher.join().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        peak,
+    )
+}
+
 #[test]
 fn amplifications_stay_within_the_hosts_own_bounds() {
     let mut ran = 0;
@@ -163,35 +207,9 @@ fn amplifications_stay_within_the_hosts_own_bounds() {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let expect = header(&program, "expect").unwrap_or_else(|| panic!("{name}: no expect"));
         let b = budgets(&program);
-        let child = Command::new(binary())
-            .args(["run", "--json"])
-            .args(["--compute-ms", &b.compute_ms.to_string()])
-            .args(["--memory-mb", &b.memory_mb.to_string()])
-            .args(["--max-output-bytes", &b.max_output_bytes.to_string()])
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn codemode");
-        // The peak is read while the process lives; its last reading is the run's peak.
-        let pid = child.id();
-        let watcher = std::thread::spawn(move || {
-            let mut peak = 0f64;
-            while let Some(now) = peak_mib(pid) {
-                peak = peak.max(now);
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            peak
-        });
-        let out = child.wait_with_output().unwrap();
-        let peak = watcher.join().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        let outcome: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
-            panic!(
-                "{name}: {e}: {text} {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        let (text, stderr, peak) = run_cli(Ok(path.as_path()), &b);
+        let outcome: Value = serde_json::from_str(text.trim())
+            .unwrap_or_else(|e| panic!("{name}: {e}: {text} {stderr}"));
         check(&name, &expect, &outcome);
         if let Some(bound) = header(&program, "peak_rss_mb_below").and_then(|v| v.as_f64()) {
             assert!(
@@ -199,7 +217,25 @@ fn amplifications_stay_within_the_hosts_own_bounds() {
                 "{name}: the host peaked at {peak:.0} MiB (bound {bound})"
             );
         }
+        if let Some(budgets) =
+            header(&program, "peak_over_idle_below_memory_budgets").and_then(|v| v.as_f64())
+        {
+            let (idle_out, _, idle) = run_cli(Err("return 1"), &b);
+            assert!(
+                idle_out.contains("\"result\""),
+                "{name}: idle run: {idle_out}"
+            );
+            let bound = budgets * b.memory_mb as f64;
+            eprintln!("{name}: peak {peak:.0} MiB, idle {idle:.0} MiB, bound idle + {bound} MiB");
+            assert!(
+                peak - idle < bound,
+                "{name}: the host peaked at {peak:.0} MiB, {:.0} MiB over an idle run's {idle:.0} \
+                 (bound {budgets} × {} MiB)",
+                peak - idle,
+                b.memory_mb
+            );
+        }
         ran += 1;
     }
-    assert!(ran >= 3, "the amplification cases ran ({ran})");
+    assert!(ran >= 4, "the amplification cases ran ({ran})");
 }

@@ -15,6 +15,10 @@ pub const FUEL_PER_MS: u64 = 5_500_000;
 /// Node clamps timers above this; the reference keeps the same ceiling for the wall clock.
 pub const MAX_WALL_MS: u64 = 2_147_483_647;
 
+/// The compute budget's ceiling: busy time is spent within the wall clock, so a budget beyond
+/// the wall clock's ceiling could never be used.
+pub const MAX_COMPUTE_MS: u64 = MAX_WALL_MS;
+
 /// Budgets of every run of one runtime. Defaults are the design's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Budgets {
@@ -65,6 +69,12 @@ impl Budgets {
         positive("computeMs", self.compute_ms)?;
         positive("maxWallMs", self.wall_ms)?;
         positive("memoryMb", self.memory_mb)?;
+        if self.compute_ms > MAX_COMPUTE_MS {
+            return Err(BudgetError {
+                key: "computeMs",
+                problem: format!("must be at most {MAX_COMPUTE_MS}, got {}", self.compute_ms),
+            });
+        }
         if self.wall_ms > MAX_WALL_MS {
             return Err(BudgetError {
                 key: "maxWallMs",
@@ -137,6 +147,14 @@ mod tests {
             ..Budgets::default()
         };
         assert!(wall.validate().is_ok());
+        let compute = Budgets {
+            compute_ms: 1_000_000_000_000,
+            ..Budgets::default()
+        };
+        assert_eq!(
+            compute.validate().unwrap_err().to_string(),
+            "codemode: config.computeMs must be at most 2147483647, got 1000000000000"
+        );
         let wall = Budgets {
             wall_ms: MAX_WALL_MS + 1,
             ..Budgets::default()

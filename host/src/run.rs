@@ -370,9 +370,9 @@ impl RunState {
             .cloned()
     }
 
-    /// Host memory (by `json::heap_bytes`) that arguments of new calls may still take: the
-    /// host holds a call's arguments until it finishes, so all of them together may take no more
-    /// than the sandbox's own memory budget.
+    /// Host memory (heap blocks as `json::parse_within` counts them) that arguments of new calls
+    /// may still take: the host holds a call's arguments until it finishes, so all of them
+    /// together may take no more than the sandbox's own memory budget.
     pub(crate) fn argument_room(&self) -> usize {
         self.argument_bytes_cap
             .saturating_sub(self.argument_bytes_in_flight)
@@ -762,6 +762,103 @@ pub struct RunMetrics {
     pub restore: std::time::Duration,
 }
 
+/// The most memory the budgets of a runtime's concurrent runs may add up to: a run holds
+/// `memory_mb` permits of `permits` (one per MiB) from before its instance exists until it ends.
+#[derive(Debug)]
+pub(crate) struct MemoryCap {
+    /// The cap in MiB; `permits` starts with this many.
+    pub mb: u64,
+    pub permits: Semaphore,
+}
+
+impl MemoryCap {
+    pub fn new(mb: u64) -> Self {
+        // Callers check `mb` against `Semaphore::MAX_PERMITS`; the clamp only keeps this total.
+        let permits =
+            usize::try_from(mb).map_or(Semaphore::MAX_PERMITS, |mb| mb.min(Semaphore::MAX_PERMITS));
+        Self {
+            mb,
+            permits: Semaphore::new(permits),
+        }
+    }
+}
+
+/// What a run holds while its instance lives: one of the engine's slots and, under a memory
+/// cap, its memory budget's share of the cap.
+pub(crate) struct Admission<'a> {
+    pub slots: &'a Semaphore,
+    pub memory: Option<&'a MemoryCap>,
+}
+
+/// The permits of an admitted run, returned when it ends.
+struct Admitted<'a> {
+    _memory: Option<SemaphorePermit<'a>>,
+    _slot: SemaphorePermit<'a>,
+}
+
+/// Waits for the run's share of the memory cap, then for one of the engine's instance slots
+/// (always in this order, so that two runs never hold one each), within the run's wall budget
+/// and until its abort: runs beyond either queue here instead of failing.
+async fn admit<'a>(
+    admission: &Admission<'a>,
+    control: &AbortSignal,
+    deadline: Instant,
+    budgets: &Budgets,
+) -> Result<Admitted<'a>, RunFailure> {
+    let memory = match admission.memory {
+        None => None,
+        Some(cap) => Some(take_memory(cap, control, deadline, budgets).await?),
+    };
+    let slot = take_slot(admission.slots, control, deadline, budgets).await?;
+    Ok(Admitted {
+        _memory: memory,
+        _slot: slot,
+    })
+}
+
+/// The run's memory budget out of `cap`, waiting within the wall budget.
+async fn take_memory<'a>(
+    cap: &'a MemoryCap,
+    control: &AbortSignal,
+    deadline: Instant,
+    budgets: &Budgets,
+) -> Result<SemaphorePermit<'a>, RunFailure> {
+    let needed = match u32::try_from(budgets.memory_mb) {
+        Ok(needed) if budgets.memory_mb <= cap.mb => needed,
+        _ => {
+            return Err(RunFailure::new(
+                FailureKind::WorkerExit,
+                format!(
+                    "this run's memory budget ({} MiB) is larger than the memory all runs of this runtime may hold at once ({} MiB), so it can never start: lower the run's memory budget or raise the cap (--max-memory-mb on the CLI)",
+                    budgets.memory_mb, cap.mb
+                ),
+            )
+            .with_cause(FailureCause::Memory))
+        }
+    };
+    if let Ok(permit) = cap.permits.try_acquire_many(needed) {
+        return Ok(permit);
+    }
+    tokio::select! {
+        biased;
+        reason = control.aborted() => Err(failure_from_stop(&Stop::Aborted(reason), budgets)),
+        () = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {
+            Err(RunFailure::new(
+                FailureKind::Timeout,
+                format!(
+                    "wall-clock ceiling reached ({}ms) while waiting to start: the runs in progress hold the memory this runtime lets runs use at once ({} MiB), and this run needs {} MiB; retry when fewer runs are in progress, or raise the cap (--max-memory-mb on the CLI)",
+                    budgets.wall_ms, cap.mb, budgets.memory_mb
+                ),
+            )
+            .with_cause(FailureCause::Wall))
+        }
+        // The semaphore is never closed.
+        permit = cap.permits.acquire_many(needed) => {
+            permit.map_err(|_| failure_from_stop(&Stop::Settled, budgets))
+        }
+    }
+}
+
 /// Waits for one of the engine's instance slots, within the run's wall budget and until its
 /// abort: more runs than slots queue here instead of failing.
 async fn take_slot<'a>(
@@ -809,12 +906,12 @@ pub(crate) struct Keeping<'a> {
     pub approve_on: BTreeSet<BindingRef>,
 }
 
-/// Runs `start` in a fresh instance of `pre`, once one of the engine's `slots` is free.
+/// Runs `start` in a fresh instance of `pre`, once `admission` admits it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn execute(
     interruption: Interruption,
     pre: &InstancePre<RunState>,
-    slots: &Semaphore,
+    admission: Admission<'_>,
     budgets: &Budgets,
     start: Start<'_>,
     bindings: Vec<BindingNamespace>,
@@ -832,8 +929,8 @@ pub(crate) async fn execute(
         std::time::Duration::from_nanos(r.header.wall_spent_ns)
     });
     let started = now.checked_sub(spent).unwrap_or(now);
-    let _slot = match take_slot(slots, &control, started + budgets.wall(), budgets).await {
-        Ok(permit) => permit,
+    let _admitted = match admit(&admission, &control, started + budgets.wall(), budgets).await {
+        Ok(admitted) => admitted,
         Err(failure) => return failure_before_start(failure, budgets),
     };
     let boot = match resumed {

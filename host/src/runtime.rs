@@ -19,7 +19,7 @@ use crate::durable::record::Header;
 use crate::durable::Durability;
 use crate::engine::{self, EngineError, Interruption};
 use crate::explain;
-use crate::run::{self, Keeping, Resumed, RunMetrics, RunState, Start};
+use crate::run::{self, Admission, Keeping, MemoryCap, Resumed, RunMetrics, RunState, Start};
 use crate::strip::strip_types_async;
 
 /// Why a runtime could not be built.
@@ -46,6 +46,8 @@ struct Inner {
     drained: Notify,
     /// Where paused runs are kept; without it requests that pause or resume are refused.
     durability: Mutex<Option<Durability>>,
+    /// The most memory the budgets of concurrent runs may add up to; none means no cap.
+    memory_cap: Mutex<Option<Arc<MemoryCap>>>,
     /// The memory a fresh instance starts with: what a paused run's pages are compared with.
     image: tokio::sync::OnceCell<Arc<Image>>,
 }
@@ -131,6 +133,7 @@ impl WasmCodeRuntime {
                 live: Mutex::new(0),
                 drained: Notify::new(),
                 durability: Mutex::new(None),
+                memory_cap: Mutex::new(None),
                 image: tokio::sync::OnceCell::new(),
             }),
         }
@@ -151,6 +154,61 @@ impl WasmCodeRuntime {
     pub fn with_durability(self, durability: Durability) -> Self {
         self.keep_paused_runs(durability);
         self
+    }
+
+    /// Caps the memory that runs in progress may hold at once: the memory budgets of the runs
+    /// this runtime is running add up to at most `max_mb` MiB. A run that does not fit waits
+    /// for runs to end, within its wall budget; past it, it fails as a `timeout`. No cap is
+    /// the default. Applies to runs that start afterwards; runs already admitted keep their
+    /// share of the cap they were admitted under.
+    ///
+    /// `Err` when `max_mb` is zero, beyond what can be counted, or smaller than the runtime's
+    /// own memory budget (no run could ever start).
+    pub fn limit_memory(&self, max_mb: u64) -> Result<(), BudgetError> {
+        let budget = self.inner.budgets.memory_mb;
+        if max_mb < budget.max(1) {
+            return Err(BudgetError {
+                key: "maxMemoryMb",
+                problem: format!(
+                    "must be at least the memory budget of one run ({budget} MiB), got {max_mb}"
+                ),
+            });
+        }
+        let countable = u64::try_from(tokio::sync::Semaphore::MAX_PERMITS).unwrap_or(u64::MAX);
+        if max_mb > countable {
+            return Err(BudgetError {
+                key: "maxMemoryMb",
+                problem: format!("must be at most {countable}, got {max_mb}"),
+            });
+        }
+        *self
+            .inner
+            .memory_cap
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(MemoryCap::new(max_mb)));
+        Ok(())
+    }
+
+    /// [`WasmCodeRuntime::limit_memory`], as a builder.
+    pub fn with_memory_cap(self, max_mb: u64) -> Result<Self, BudgetError> {
+        self.limit_memory(max_mb)?;
+        Ok(self)
+    }
+
+    /// The cap [`WasmCodeRuntime::limit_memory`] set, in MiB, and how much of it the runs in
+    /// progress hold right now; `None` without a cap.
+    pub fn memory_cap(&self) -> Option<(u64, u64)> {
+        let cap = self.current_memory_cap()?;
+        let free = u64::try_from(cap.permits.available_permits()).unwrap_or(u64::MAX);
+        Some((cap.mb, cap.mb.saturating_sub(free)))
+    }
+
+    fn current_memory_cap(&self) -> Option<Arc<MemoryCap>> {
+        self.inner
+            .memory_cap
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     async fn image(&self) -> Result<Arc<Image>, String> {
@@ -291,10 +349,15 @@ impl WasmCodeRuntime {
                 pause_on: request.pause_on.clone(),
                 approve_on: request.approve_on.clone(),
             });
+        let memory_cap = self.current_memory_cap();
+        let admission = Admission {
+            slots: &inner.slots,
+            memory: memory_cap.as_deref(),
+        };
         let mut result = run::execute(
             inner.interruption,
             &inner.pre,
-            &inner.slots,
+            admission,
             budgets,
             Start::Program(&program),
             request.bindings,
@@ -329,15 +392,16 @@ impl WasmCodeRuntime {
         let inner = &self.inner;
         let restoring = Instant::now();
         let image = self.image().await.map_err(RunRejection::Pause)?;
-        let (header, runs) = durability
+        let loaded = durability
             .load(&resume.run_id, engine::GUEST_SHA256, &image.digest)
             .await
             .map_err(RunRejection::Pause)?;
-        let replies = match_replies(&header, resume.replies)?;
+        let replies = match_replies(&loaded.header, resume.replies)?;
         durability
-            .claim(&resume.run_id)
+            .claim(&loaded)
             .await
             .map_err(RunRejection::Pause)?;
+        let crate::durable::Loaded { header, runs, .. } = loaded;
         metrics.restore = restoring.elapsed();
         // The run keeps the budgets it started with.
         let budgets = Budgets {
@@ -364,10 +428,15 @@ impl WasmCodeRuntime {
             runs,
             replies,
         };
+        let memory_cap = self.current_memory_cap();
+        let admission = Admission {
+            slots: &inner.slots,
+            memory: memory_cap.as_deref(),
+        };
         let mut result = run::execute(
             inner.interruption,
             &inner.pre,
-            &inner.slots,
+            admission,
             &budgets,
             Start::Resumed(Box::new(resumed)),
             request.bindings,

@@ -34,9 +34,11 @@ pub enum JsonError {
     TooLarge(usize),
 }
 
+/// A container being parsed. An object's entries are kept in text order and made into a map
+/// when it closes, at the size it needs (a map grown entry by entry holds more than it uses).
 enum Open {
     Array(Vec<Value>),
-    Object(Map<String, Value>, String),
+    Object(Vec<(String, Value)>, String),
 }
 
 struct Scanner<'a> {
@@ -146,9 +148,28 @@ impl Scanner<'_> {
         Ok(unit)
     }
 
-    fn string(&mut self) -> Result<String, JsonError> {
+    /// Bytes from `self.pos` (just past an opening quote) to the closing quote, escapes
+    /// included: decoding never makes a string longer than its escaped text (`\n` is one byte,
+    /// `\uXXXX` at most three, a surrogate pair four), so this is the capacity it needs.
+    fn escaped_len(&self) -> usize {
+        let mut i = self.pos;
+        while let Some(&b) = self.bytes.get(i) {
+            match b {
+                b'"' => break,
+                b'\\' => i += 2,
+                _ => i += 1,
+            }
+        }
+        i.min(self.bytes.len()) - self.pos
+    }
+
+    /// Reads a string token into a buffer allocated once, at its escaped length, and charged to
+    /// `heap` before it is allocated.
+    fn string(&mut self, heap: &mut Heap) -> Result<String, JsonError> {
         self.expect(b'"')?;
-        let mut out = String::new();
+        let capacity = self.escaped_len();
+        heap.charge(block(capacity))?;
+        let mut out = String::with_capacity(capacity);
         loop {
             let start = self.pos;
             while let Some(&b) = self.bytes.get(self.pos) {
@@ -229,63 +250,101 @@ pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
     parse_within(bytes, usize::MAX).map(|(value, _)| value)
 }
 
-/// Host memory a value takes, estimated: one `Value` per node, the bytes of every string and
-/// key, and the bookkeeping of every object entry. JSON text can expand about thirty-fold into
-/// a `Value` (a one-byte `0` becomes a 32-byte node), so budgets that bound what the host holds
-/// count this, not text length.
+/// Host memory a value holds, as [`parse_within`] counts it: the heap blocks of every array's
+/// buffer (its capacity, not its length), every string's and key's buffer, and every object's
+/// entries and hash index (as if built at its length, which is how the parser builds them).
+/// Exact for a value the parser built from a text without duplicate keys; the `Value` at the
+/// root lives wherever its owner keeps it and is not counted.
 pub fn heap_bytes(value: &Value) -> usize {
     let mut total = 0usize;
-    let mut pending = vec![value];
-    while let Some(node) = pending.pop() {
-        total = total.saturating_add(NODE_BYTES);
-        match node {
-            Value::String(s) => total = total.saturating_add(s.len()),
-            Value::Array(items) => pending.extend(items.iter()),
-            Value::Object(map) => {
-                for (key, item) in map {
-                    total = total.saturating_add(ENTRY_BYTES + key.len());
-                    pending.push(item);
-                }
-            }
-            _ => {}
-        }
-    }
+    walk(value, |node, _| {
+        let bytes = match node {
+            Value::String(s) => block(s.capacity()),
+            Value::Array(items) => array_bytes::<Value>(items.capacity()),
+            Value::Object(map) => map.keys().fold(map_bytes(map.len()), |sum, key| {
+                sum.saturating_add(block(key.capacity()))
+            }),
+            _ => 0,
+        };
+        total = total.saturating_add(bytes);
+        true
+    });
     total
 }
 
-/// What one node costs in [`heap_bytes`].
-const NODE_BYTES: usize = std::mem::size_of::<Value>();
-/// What an object entry costs beyond its value and key bytes (the key's `String`, the index
-/// map's hash and slot).
-const ENTRY_BYTES: usize = std::mem::size_of::<String>() + 16;
+/// Bytes the allocator takes for a block of `size` bytes: the size plus a 16-byte header,
+/// rounded up to 16, at least 32, and whole pages once blocks are large enough to be mapped on
+/// their own. This is an upper bound for glibc's malloc (8-byte header, 32-byte minimum, blocks
+/// of 128 KiB and more mapped page by page), the allocator the host uses. An empty buffer
+/// allocates nothing.
+fn block(size: usize) -> usize {
+    const PAGE: usize = 4096;
+    const MAPPED: usize = 128 * 1024;
+    match size {
+        0 => 0,
+        s if s >= MAPPED => s.saturating_add(16).div_ceil(PAGE).saturating_mul(PAGE),
+        s => s.saturating_add(16).div_ceil(16).saturating_mul(16).max(32),
+    }
+}
 
-/// [`parse`], refusing with [`JsonError::TooLarge`] as soon as the value being built would
-/// exceed `max_heap` bytes by [`heap_bytes`]'s estimate (so a hostile text never gets built
-/// past the limit). Returns the value and its estimate.
+/// The block of a buffer of `capacity` elements of `T`.
+fn array_bytes<T>(capacity: usize) -> usize {
+    block(capacity.saturating_mul(std::mem::size_of::<T>()))
+}
+
+/// What `Map::with_capacity(n)` allocates (serde_json's `preserve_order` map, an `IndexMap`):
+/// a buffer of `n` entries (the key's hash, the key and the value) and a hashbrown index of
+/// `usize` slots with one control byte each plus a 16-byte group. hashbrown sizes the index in
+/// power-of-two buckets: 4, 8 or 16 below 15 entries, else the next power of two above 8/7 of
+/// them. `tests/json_memory.rs` checks this against the allocator.
+fn map_bytes(n: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    const ENTRY: usize =
+        std::mem::size_of::<usize>() + std::mem::size_of::<String>() + std::mem::size_of::<Value>();
+    let buckets = match n {
+        0..4 => 4,
+        4..8 => 8,
+        8..15 => 16,
+        _ => (n.saturating_mul(8) / 7).next_power_of_two(),
+    };
+    let slot = std::mem::size_of::<usize>() + 1;
+    block(n.saturating_mul(ENTRY))
+        .saturating_add(block(buckets.saturating_mul(slot).saturating_add(16)))
+}
+
+/// [`parse`], refusing with [`JsonError::TooLarge`] before the host memory it holds (counted as
+/// [`heap_bytes`] does, buffers being grown included) would exceed `max_heap` bytes: every
+/// buffer is charged before it is allocated, so a hostile text never gets built past the limit.
+/// Returns the value and what it holds, which is at most `max_heap`.
 pub fn parse_within(bytes: &[u8], max_heap: usize) -> Result<(Value, usize), JsonError> {
     let mut stack: Vec<Open> = Vec::new();
     let mut heap = Heap {
         used: 0,
         max: max_heap,
     };
-    let result = parse_into(bytes, &mut stack, &mut heap).map(|value| (value, heap.used));
+    let parsed = parse_into(bytes, &mut stack, &mut heap);
     // A failed parse leaves partial containers behind; free them without recursion.
     for open in stack.drain(..) {
         match open {
             Open::Array(items) => drop_deep(Value::Array(items)),
-            Open::Object(map, _) => drop_deep(Value::Object(map)),
+            Open::Object(entries, _) => entries.into_iter().for_each(|(_, v)| drop_deep(v)),
         }
     }
-    result
+    // The work stack (counted while it grew) is freed on return; the value holds the rest.
+    heap.release(array_bytes::<Open>(stack.capacity()));
+    parsed.map(|value| (value, heap.used))
 }
 
-/// The running estimate of what a parse has built.
+/// What a parse holds so far.
 struct Heap {
     used: usize,
     max: usize,
 }
 
 impl Heap {
+    /// Counts `bytes` about to be allocated, or refuses when they would pass the limit.
     fn charge(&mut self, bytes: usize) -> Result<(), JsonError> {
         self.used = self.used.saturating_add(bytes);
         if self.used > self.max {
@@ -294,12 +353,31 @@ impl Heap {
             Ok(())
         }
     }
+
+    /// Uncounts `bytes` just freed.
+    fn release(&mut self, bytes: usize) {
+        self.used = self.used.saturating_sub(bytes);
+    }
+}
+
+/// Makes room for one more element. Growth is done here rather than left to `Vec::push` so that
+/// what is counted is what is allocated: the doubled buffer is charged before it exists, and
+/// the old one (which a moving reallocation holds until the copy is done) only after.
+fn room_for_one<T>(items: &mut Vec<T>, heap: &mut Heap) -> Result<(), JsonError> {
+    if items.len() < items.capacity() {
+        return Ok(());
+    }
+    let old = items.capacity();
+    let new = old.saturating_mul(2).max(4);
+    heap.charge(array_bytes::<T>(new))?;
+    items.reserve_exact(new - items.len());
+    heap.release(array_bytes::<T>(old));
+    Ok(())
 }
 
 fn parse_into(bytes: &[u8], stack: &mut Vec<Open>, heap: &mut Heap) -> Result<Value, JsonError> {
     let mut s = Scanner { bytes, pos: 0 };
     loop {
-        heap.charge(NODE_BYTES)?;
         let mut value = match s.peek()? {
             b'{' => {
                 s.pos += 1;
@@ -310,10 +388,10 @@ fn parse_into(bytes: &[u8], stack: &mut Vec<Open>, heap: &mut Heap) -> Result<Va
                     s.pos += 1;
                     Value::Object(Map::new())
                 } else {
-                    let key = s.string()?;
-                    heap.charge(ENTRY_BYTES + key.len())?;
+                    let key = s.string(heap)?;
                     s.expect(b':')?;
-                    stack.push(Open::Object(Map::new(), key));
+                    room_for_one(stack, heap)?;
+                    stack.push(Open::Object(Vec::new(), key));
                     continue;
                 }
             }
@@ -326,15 +404,12 @@ fn parse_into(bytes: &[u8], stack: &mut Vec<Open>, heap: &mut Heap) -> Result<Va
                     s.pos += 1;
                     Value::Array(Vec::new())
                 } else {
+                    room_for_one(stack, heap)?;
                     stack.push(Open::Array(Vec::new()));
                     continue;
                 }
             }
-            b'"' => {
-                let text = s.string()?;
-                heap.charge(text.len())?;
-                Value::String(text)
-            }
+            b'"' => Value::String(s.string(heap)?),
             b't' => s.literal(b"true", Value::Bool(true))?,
             b'f' => s.literal(b"false", Value::Bool(false))?,
             b'n' => s.literal(b"null", Value::Null)?,
@@ -351,6 +426,10 @@ fn parse_into(bytes: &[u8], stack: &mut Vec<Open>, heap: &mut Heap) -> Result<Va
             };
             match top {
                 Open::Array(items) => {
+                    if let Err(error) = room_for_one(items, heap) {
+                        drop_deep(value);
+                        return Err(error);
+                    }
                     items.push(value);
                     match s.peek()? {
                         b',' => {
@@ -367,23 +446,37 @@ fn parse_into(bytes: &[u8], stack: &mut Vec<Open>, heap: &mut Heap) -> Result<Va
                         _ => return Err(JsonError::Syntax(s.pos)),
                     }
                 }
-                Open::Object(map, key) => {
-                    // Duplicate keys: the last one wins, as in JSON.parse.
-                    map.insert(std::mem::take(key), value);
+                Open::Object(entries, key) => {
+                    if let Err(error) = room_for_one(entries, heap) {
+                        drop_deep(value);
+                        return Err(error);
+                    }
+                    entries.push((std::mem::take(key), value));
                     match s.peek()? {
                         b',' => {
                             s.pos += 1;
-                            let next = s.string()?;
-                            heap.charge(ENTRY_BYTES + next.len())?;
+                            *key = s.string(heap)?;
                             s.expect(b':')?;
-                            *key = next;
                             break;
                         }
                         b'}' => {
                             s.pos += 1;
-                            let Some(Open::Object(map, _)) = stack.pop() else {
+                            // The map is built at its final size once its entries are known:
+                            // charged before it exists, while the entries are still held.
+                            let built = map_bytes(entries.len());
+                            heap.charge(built)?;
+                            let Some(Open::Object(entries, _)) = stack.pop() else {
                                 return Err(JsonError::Syntax(s.pos));
                             };
+                            let spent = array_bytes::<(String, Value)>(entries.capacity());
+                            let mut map = Map::with_capacity(entries.len());
+                            for (key, item) in entries {
+                                // Duplicate keys: the last one wins, as in JSON.parse.
+                                if let Some(replaced) = map.insert(key, item) {
+                                    drop_deep(replaced);
+                                }
+                            }
+                            heap.release(spent);
                             value = Value::Object(map);
                         }
                         _ => return Err(JsonError::Syntax(s.pos)),
@@ -514,29 +607,46 @@ pub fn to_string(value: &Value) -> String {
 /// Whether `value` may cross a boundary: no `-0`, no non-finite numbers (serde_json cannot
 /// hold them anyway), nesting within [`MAX_DEPTH`]. Iterative.
 pub fn is_lossless(value: &Value) -> bool {
-    let mut stack: Vec<(&Value, usize)> = vec![(value, 0)];
-    while let Some((v, depth)) = stack.pop() {
-        match v {
-            Value::Number(n) => {
-                if let Some(f) = n.as_f64() {
-                    if !f.is_finite() || (f == 0.0 && f.is_sign_negative() && n.is_f64()) {
-                        return false;
-                    }
-                }
-            }
-            Value::Array(items) => {
-                if depth >= MAX_DEPTH {
-                    return false;
-                }
-                stack.extend(items.iter().map(|i| (i, depth + 1)));
-            }
-            Value::Object(map) => {
-                if depth >= MAX_DEPTH {
-                    return false;
-                }
-                stack.extend(map.values().map(|i| (i, depth + 1)));
-            }
+    walk(value, |node, depth| match node {
+        Value::Number(n) => n
+            .as_f64()
+            .is_none_or(|f| f.is_finite() && !(f == 0.0 && f.is_sign_negative() && n.is_f64())),
+        Value::Array(_) | Value::Object(_) => depth < MAX_DEPTH,
+        _ => true,
+    })
+}
+
+/// Visits every node of `value` (and, for an object, every value, not its keys) depth first
+/// with its depth (0 at the root), stopping as soon as `visit` returns false; returns whether
+/// it never did. No recursion, and the work stack holds one iterator per open container, so it
+/// is as deep as the value rather than as wide (a stack of pending elements would hold a
+/// pointer to every element of a wide array).
+pub fn walk<'a>(value: &'a Value, mut visit: impl FnMut(&'a Value, usize) -> bool) -> bool {
+    enum Children<'a> {
+        Array(std::slice::Iter<'a, Value>),
+        Object(serde_json::map::Values<'a>),
+    }
+    let mut stack: Vec<Children<'a>> = Vec::new();
+    let mut next = Some(value);
+    while let Some(node) = next.take() {
+        if !visit(node, stack.len()) {
+            return false;
+        }
+        match node {
+            Value::Array(items) if !items.is_empty() => stack.push(Children::Array(items.iter())),
+            Value::Object(map) if !map.is_empty() => stack.push(Children::Object(map.values())),
             _ => {}
+        }
+        while let Some(top) = stack.last_mut() {
+            let child = match top {
+                Children::Array(items) => items.next(),
+                Children::Object(values) => values.next(),
+            };
+            if child.is_some() {
+                next = child;
+                break;
+            }
+            stack.pop();
         }
     }
     true
@@ -601,14 +711,45 @@ pub fn clone_deep(value: &Value) -> Value {
     }
 }
 
-/// Drops a value of any depth without recursion.
+/// Drops a value of any depth without recursion, and without a second copy of its elements:
+/// containers are emptied one element at a time, and only a container nested inside another
+/// goes on a stack (so the stack is as deep as the value, and a value with no nested
+/// containers needs none).
 pub fn drop_deep(value: Value) {
-    let mut stack = vec![value];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Array(items) => stack.extend(items),
-            Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v)),
-            _ => {}
+    enum Emptying {
+        Array(std::vec::IntoIter<Value>),
+        Object(serde_json::map::IntoIter),
+    }
+    let mut current = match value {
+        Value::Array(items) => Emptying::Array(items.into_iter()),
+        Value::Object(map) => Emptying::Object(map.into_iter()),
+        _ => return,
+    };
+    let mut stack: Vec<Emptying> = Vec::new();
+    loop {
+        let child = match &mut current {
+            Emptying::Array(items) => items.next(),
+            Emptying::Object(entries) => entries.next().map(|(_, v)| v),
+        };
+        match child {
+            Some(Value::Array(items)) if !items.is_empty() => {
+                stack.push(std::mem::replace(
+                    &mut current,
+                    Emptying::Array(items.into_iter()),
+                ));
+            }
+            Some(Value::Object(map)) if !map.is_empty() => {
+                stack.push(std::mem::replace(
+                    &mut current,
+                    Emptying::Object(map.into_iter()),
+                ));
+            }
+            // A scalar or an empty container is dropped here.
+            Some(_) => {}
+            None => match stack.pop() {
+                Some(parent) => current = parent,
+                None => return,
+            },
         }
     }
 }
@@ -731,15 +872,21 @@ mod tests {
     }
 
     #[test]
-    fn parsing_stops_at_its_heap_limit_and_the_estimate_matches() {
+    fn parsing_stops_at_its_heap_limit_and_the_count_matches() {
         let text = br#"{"a":[1,2,{"b":"xyz"}],"c":null}"#;
         let (value, used) = parse_within(text, usize::MAX).unwrap();
         assert_eq!(used, heap_bytes(&value));
-        assert!(parse_within(text, used).is_ok());
         assert_eq!(
             parse_within(text, used - 1).unwrap_err(),
             JsonError::TooLarge(used - 1)
         );
+        // Buffers on their way out (an object's entries while its map is built, the work
+        // stack) count until they are freed: the limit applies to that peak.
+        let peak = (used..used * 4)
+            .find(|&max| parse_within(text, max).is_ok())
+            .unwrap();
+        assert!(peak > used);
+        assert_eq!(parse_within(text, peak).unwrap().1, used);
         // A text of small numbers expands many times over into values.
         let numbers = format!("[{}0]", "0,".repeat(100_000));
         let (big, used) = parse_within(numbers.as_bytes(), usize::MAX).unwrap();
@@ -749,6 +896,17 @@ mod tests {
             numbers.len()
         );
         drop_deep(big);
+    }
+
+    #[test]
+    fn strings_are_allocated_once_at_their_escaped_length() {
+        let (value, used) = parse_within(br#"["a\nb", "\u00e9"]"#, usize::MAX).unwrap();
+        assert_eq!(value, json!(["a\nb", "é"]));
+        let Value::Array(items) = &value else {
+            unreachable!("an array was parsed")
+        };
+        assert_eq!(items[0].as_str().map(str::len), Some(3));
+        assert_eq!(used, heap_bytes(&value));
     }
 
     #[test]

@@ -29,9 +29,9 @@ pub fn string_cost(s: &str) -> u64 {
 /// Bytes of `JSON.stringify(value)`, without building the text and without recursion.
 pub fn value_cost(value: &Value) -> u64 {
     let mut total = 0u64;
-    let mut stack = vec![value];
     let mut number = String::new();
-    while let Some(v) = stack.pop() {
+    // `json::walk` keeps one iterator per open container, not a pointer per element.
+    json::walk(value, |v, _| {
         total += match v {
             Value::Null | Value::Bool(true) => 4,
             Value::Bool(false) => 5,
@@ -41,17 +41,14 @@ pub fn value_cost(value: &Value) -> u64 {
                 number.len() as u64
             }
             Value::String(s) => string_cost(s),
-            Value::Array(items) => {
-                stack.extend(items.iter());
-                2 + items.len().saturating_sub(1) as u64
-            }
+            Value::Array(items) => 2 + items.len().saturating_sub(1) as u64,
             Value::Object(map) => {
-                stack.extend(map.values());
                 let keys: u64 = map.keys().map(|k| string_cost(k) + 1).sum();
                 2 + keys + map.len().saturating_sub(1) as u64
             }
         };
-    }
+        true
+    });
     total
 }
 

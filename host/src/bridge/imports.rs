@@ -17,8 +17,8 @@ use wasmtime::{Caller, Linker, Memory};
 use super::wire::{self, Done, DoneKind, CALL_ACCEPTED, CALL_IGNORED, TIMER_ARMED, TIMER_REFUSED};
 use crate::run::{Outcome, RunState, Stop};
 
-/// Largest `call` frame copied out of the guest (arguments have no ledger cap, but a host must
-/// bound what it copies; the in-flight argument budget usually bounds it first).
+/// Largest `call` frame the host reads (arguments have no ledger cap, but a host must bound
+/// what it parses; the in-flight argument budget usually bounds it first).
 const MAX_CALL_FRAME: usize = 256 * 1024 * 1024;
 /// Most calls in flight at once, and most timers armed at once, per run.
 pub const MAX_IN_FLIGHT: usize = 100_000;
@@ -77,6 +77,23 @@ fn read(caller: &Caller<'_, RunState>, ptr: u32, len: u32, cap: usize) -> Option
     let start = ptr as usize;
     let end = start.checked_add(len)?;
     data.get(start..end).map(<[u8]>::to_vec)
+}
+
+/// The `len` bytes at `ptr` in guest memory, borrowed in place, with the run's state; `None`
+/// when out of bounds. The guest is stopped inside this host call, so the bytes cannot change
+/// while they are read.
+fn frame_and_state<'a>(
+    caller: &'a mut Caller<'_, RunState>,
+    ptr: u32,
+    len: u32,
+) -> Option<(&'a [u8], &'a mut RunState)> {
+    let memory = memory(caller)?;
+    let (data, state) = memory.data_and_store_mut(caller);
+    let start = ptr as usize;
+    let end = start.checked_add(len as usize)?;
+    let data: &'a [u8] = data;
+    let frame = data.get(start..end)?;
+    Some((frame, state))
 }
 
 fn in_bounds(caller: &Caller<'_, RunState>, ptr: u32, len: u32) -> bool {
@@ -193,17 +210,18 @@ fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> was
     if len as usize > MAX_CALL_FRAME || !in_bounds(&caller, ptr, len) {
         return Ok(CALL_IGNORED);
     }
-    // Copying and parsing the frame is work done for the program: paid for before it is done.
+    // Reading and parsing the frame is work done for the program: paid for before it is done.
     charge(
         &mut caller,
         len as usize,
         COPY_FUEL_PER_BYTE + PARSE_FUEL_PER_BYTE,
     )?;
-    let Some(frame) = read(&caller, ptr, len, MAX_CALL_FRAME) else {
+    // The frame is read where it lies, not copied: the host then holds only the values the
+    // arguments become, which the in-flight budget counts.
+    let Some((frame, state)) = frame_and_state(&mut caller, ptr, len) else {
         return Ok(CALL_IGNORED);
     };
-    let state = caller.data_mut();
-    let Some(call) = wire::decode_call(&frame) else {
+    let Some(call) = wire::decode_call(frame) else {
         return Ok(CALL_IGNORED);
     };
     if call.global.len() > MAX_NAME_BYTES || call.name.len() > MAX_NAME_BYTES {
@@ -219,8 +237,9 @@ fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> was
         state.reject_now(id, call.global, call.name, &message);
         return Ok(CALL_ACCEPTED);
     };
-    // Arguments are held as values until the call ends: the in-flight budget counts what
-    // they take in host memory, and parsing stops the moment they would exceed it.
+    // Arguments are held as values until the call ends: the in-flight budget counts the heap
+    // blocks they take (buffers as allocated, growth included), and parsing stops before the
+    // next block would pass it.
     match json::parse_within(call.args_json, state.argument_room()) {
         Ok((args, heap)) => state.start_call(id, call.global, call.name, binding, args, heap),
         Err(json::JsonError::TooLarge(_)) => {
@@ -307,13 +326,13 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Re
         len as usize,
         COPY_FUEL_PER_BYTE + PARSE_FUEL_PER_BYTE,
     )?;
-    let Some(bytes) = read(&caller, ptr, len, cap) else {
+    // Read where it lies, like a call frame: the completion's budget is for its value alone.
+    let Some((bytes, state)) = frame_and_state(&mut caller, ptr, len) else {
         return Ok(());
     };
-    let Some(frame) = wire::decode_done(&bytes) else {
+    let Some(frame) = wire::decode_done(bytes) else {
         return Ok(());
     };
-    let state = caller.data_mut();
     let memory_cap = state.memory_cap();
     let invalid = || {
         Outcome::Failure(RunFailure::new(
@@ -323,8 +342,8 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Re
     };
     let outcome = match frame {
         Done::Undefined => Outcome::Value(None),
-        // The value is held until the run returns: building it may take no more host memory
-        // than the sandbox itself was allowed.
+        // The value is held until the run returns: the heap blocks it takes (counted as
+        // allocated, growth included) may be no more than the sandbox itself was allowed.
         Done::Value(text) => match json::parse_within(text, memory_cap) {
             Ok((value, _)) if state.ledger.value_fits(&value) => Outcome::Value(Some(value)),
             Ok((value, _)) => {

@@ -1,22 +1,46 @@
-//! `codemode mcp`: serve `run_code` over stdio (the default) or streamable HTTP at `/mcp`.
+//! `codemode mcp`: serve `run_code` over stdio (the default) or streamable HTTP at `/mcp`
+//! ([`super::http`]).
 
 use std::sync::Arc;
 
 use codemode_host::mcp::server::{permitted_tools, ElicitApproval, Presentation, Served};
 use codemode_runtime::run_code::TYPESCRIPT_FLAVOR;
 use codemode_runtime::tools::ToolMode;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt;
 
+use super::http::HttpSetup;
 use super::session::ToolSession;
 use super::{McpArgs, ServeMode, EXIT_OK, EXIT_PROGRAM_FAILED, EXIT_USAGE};
 
-pub async fn serve(args: McpArgs) -> u8 {
+pub async fn serve(mut args: McpArgs) -> u8 {
     let mode = match args.mode {
         ServeMode::Code => ToolMode::Code,
         ServeMode::Both => ToolMode::Both,
     };
+    // The HTTP side is checked (and its address bound) before anything starts.
+    let http = match &args.http {
+        None => None,
+        Some(addr) => match HttpSetup::new(&args, addr).await {
+            Ok(setup) => Some(setup),
+            Err(message) => {
+                eprintln!("{message}");
+                return EXIT_USAGE;
+            }
+        },
+    };
+    // Server-wide limits of the execution tools, across every session.
+    let mut exec = codemode_exec::ExecConfig::default();
+    let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    if let Some(n) = args.max_jobs {
+        exec.jobs.running_total = count(n);
+    }
+    if let Some(n) = args.max_terminals {
+        exec.terminals.total = count(n);
+    }
+    if let Some(n) = args.max_processes {
+        exec.max_processes = count(n);
+    }
+    args.tools.exec_config = Some(exec);
     let mut session = match ToolSession::new(&args.tools, args.builtins, mode).await {
         Ok(session) => session,
         Err(message) => {
@@ -56,9 +80,9 @@ pub async fn serve(args: McpArgs) -> u8 {
         }));
     }
 
-    let outcome = match &args.http {
+    let outcome = match http {
         None => serve_stdio(&served).await,
-        Some(addr) => serve_http(served.clone(), addr, &args.allowed_hosts).await,
+        Some(setup) => super::http::serve(served.clone(), setup).await,
     };
     session.shutdown().await;
     drop(session);
@@ -85,32 +109,4 @@ async fn serve_stdio(served: &Arc<Served>) -> Result<(), String> {
             Ok(())
         }
     }
-}
-
-async fn serve_http(served: Arc<Served>, addr: &str, hosts: &[String]) -> Result<(), String> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
-    let stop = tokio_util::sync::CancellationToken::new();
-    let mut allowed: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-    allowed.extend(hosts.iter().cloned());
-    let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(allowed)
-        .with_cancellation_token(stop.child_token());
-    let factory = served.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(factory.session()),
-        LocalSessionManager::default().into(),
-        config,
-    );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    eprintln!("codemode: serving MCP at http://{local}/mcp");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            super::stop_requested().await;
-            stop.cancel();
-        })
-        .await
-        .map_err(|e| e.to_string())
 }

@@ -3,6 +3,7 @@
 
 mod approval;
 mod bench;
+mod http;
 mod mcp;
 mod resume;
 mod run;
@@ -73,6 +74,14 @@ pub struct ToolArgs {
     /// (writes confined to the workspace and a private temporary directory, no network).
     #[arg(long, value_name = "BACKEND", num_args = 0..=1, default_missing_value = "local")]
     pub exec: Option<ExecBackend>,
+    /// Pass this environment variable to sandboxed commands (repeatable). They otherwise get
+    /// only PATH, HOME, LANG, LANGUAGE, LC_*, TERM, USER and TMPDIR; codemode's own secrets
+    /// (CODEMODE_STATE_KEY, CODEMODE_MCP_TOKEN, AWS credentials) reach no command.
+    #[arg(long = "exec-env", value_name = "NAME")]
+    pub exec_env: Vec<String>,
+    /// The execution tools' limits, when a subcommand sets them (`mcp --max-jobs`, …).
+    #[arg(skip)]
+    pub exec_config: Option<codemode_exec::ExecConfig>,
 }
 
 /// Where the execution tools start processes.
@@ -87,7 +96,7 @@ pub enum ExecBackend {
 #[derive(Args)]
 pub struct BudgetArgs {
     /// Compute budget in milliseconds of busy time.
-    #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..=2_147_483_647))]
     pub compute_ms: u64,
     /// Wall-clock budget in milliseconds, waits included.
     #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..=2_147_483_647))]
@@ -98,6 +107,11 @@ pub struct BudgetArgs {
     /// Sandbox memory limit in MiB.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub memory_mb: u64,
+    /// Most memory, in MiB, that the runs in progress may hold at once (the sum of their
+    /// --memory-mb budgets); a run beyond it waits for others to end, within its wall budget,
+    /// then fails as a timeout. Default: half the machine's memory, and at least --memory-mb.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub max_memory_mb: Option<u64>,
     /// Most tool calls of one program running at once (concurrency-safe tools only).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_parallel: u32,
@@ -116,6 +130,30 @@ impl BudgetArgs {
             memory_mb: self.memory_mb,
         }
     }
+
+    /// The memory cap --max-memory-mb sets, or its default: half the machine's memory, at least
+    /// one run's budget, 2 GiB where the machine's memory is unknown.
+    pub fn memory_cap_mb(&self) -> u64 {
+        self.max_memory_mb.unwrap_or_else(|| {
+            physical_memory_mb()
+                .map_or(2048, |total| total / 2)
+                .max(self.memory_mb)
+        })
+    }
+}
+
+/// The machine's memory in MiB (`MemTotal`), where the system says.
+fn physical_memory_mb() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line
+        .trim_start_matches("MemTotal:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024)
 }
 
 /// How `codemode mcp` presents tools.
@@ -136,6 +174,50 @@ pub struct McpArgs {
     /// Host names HTTP requests may name besides localhost (repeatable), e.g. behind a proxy.
     #[arg(long = "allowed-host", value_name = "HOST")]
     pub allowed_hosts: Vec<String>,
+    /// With --http: clients must send `Authorization: Bearer TOKEN`, TOKEN being this file's
+    /// first line (at least 16 characters). The file must belong to the user running codemode
+    /// and be readable by nobody else (chmod 600). Without it the token is $CODEMODE_MCP_TOKEN;
+    /// with neither, --http serves only a loopback address, to anyone who can reach it.
+    #[arg(long, value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+    /// With --http: a browser origin (`scheme://host[:port]`, `:*` for any port) whose requests
+    /// are served (repeatable). Requests with any other `Origin` header get 403; loopback
+    /// origins (http or https on localhost, 127.0.0.1 or ::1, any port) are always allowed.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
+    /// With --http: most MCP sessions at once; past it, a new session gets 503 with
+    /// Retry-After until one ends or expires.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_sessions: u64,
+    /// With --http: a session with no request for this long (and none running) is closed,
+    /// with its jobs and terminals.
+    #[arg(long, value_name = "MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub session_idle_ms: u64,
+    /// With --http: most connections open at once; past it, the connection that has waited
+    /// longest without a request in progress is closed to make way for a new one (when every
+    /// connection is answering a request, new ones wait).
+    #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub max_connections: u64,
+    /// With --http: a connection must finish sending a request's headers within this long
+    /// (an idle kept-alive connection too), or it is closed.
+    #[arg(long, value_name = "MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub header_timeout_ms: u64,
+    /// With --http: a connection on which nothing is read or written for this long is closed
+    /// (open streams send a keep-alive often enough that a live one never is).
+    #[arg(long, value_name = "MS", default_value_t = 120_000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub idle_timeout_ms: u64,
+    /// With --exec: most background jobs running at once across all sessions (default 64);
+    /// past it a new one is refused.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_jobs: Option<u64>,
+    /// With --exec: most terminals open at once across all sessions (default 32); past it a
+    /// new one is refused.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_terminals: Option<u64>,
+    /// With --exec: most commands (foreground, background and terminal shells) running at once
+    /// across all sessions (default 128); past it a call is refused.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_processes: Option<u64>,
     /// What the client sees.
     #[arg(long, value_enum, default_value_t = ServeMode::Code)]
     pub mode: ServeMode,

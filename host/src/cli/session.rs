@@ -17,8 +17,8 @@ use codemode_runtime::tools::{
 use codemode_sdk_gen::{sdk_tools, ToolSchema};
 
 use codemode_exec::backend::{Backend, Local};
-use codemode_exec::sandbox::Sandbox;
-use codemode_exec::{Exec, ExecConfig};
+use codemode_exec::sandbox::{Sandbox, SandboxOptions};
+use codemode_exec::Exec;
 
 use super::{BudgetArgs, ExecBackend, ToolArgs};
 
@@ -83,12 +83,18 @@ impl ToolSession {
                 Some(choice) => {
                     let backend: Arc<dyn Backend> = match choice {
                         ExecBackend::Local => Arc::new(Local),
-                        ExecBackend::Sandbox => Arc::new(
-                            Sandbox::new(&args.root)
-                                .map_err(|e| format!("codemode: --exec sandbox: {e}"))?,
-                        ),
+                        ExecBackend::Sandbox => {
+                            let options = SandboxOptions {
+                                pass_env: args.exec_env.clone(),
+                            };
+                            let sandbox = Sandbox::with_options(&args.root, options)
+                                .map_err(|e| format!("codemode: --exec sandbox: {e}"))?;
+                            eprintln!("codemode: --exec sandbox: {}", sandbox.protections());
+                            Arc::new(sandbox)
+                        }
                     };
-                    let exec = Exec::new(&args.root, backend, ExecConfig::default())
+                    let config = args.exec_config.clone().unwrap_or_default();
+                    let exec = Exec::new(&args.root, backend, config)
                         .map_err(|e| format!("codemode: --exec: {e}"))?;
                     guards.push(codemode_exec::register(&registry, &exec).map_err(|e| {
                         format!("codemode: cannot register the execution tools: {e}")
@@ -175,6 +181,9 @@ impl ToolSession {
         pausing: Option<Pausing>,
     ) -> Result<(), String> {
         let runtime = super::prepare_runtime(budget.budgets()).map_err(|e| e.to_string())?;
+        runtime
+            .limit_memory(budget.memory_cap_mb())
+            .map_err(|e| format!("{e} (--max-memory-mb must be at least --memory-mb)"))?;
         let mut config =
             RunCodeConfig::default().max_parallel_sub_calls(budget.max_parallel as usize);
         config.on_run = on_run;

@@ -3,16 +3,18 @@
 //!
 //! Between `cm_run`/`cm_deliver` calls the guest's stack is empty, so its whole state is its
 //! linear memory and its mutable globals. A pause keeps the memory pages that differ from the
-//! pre-initialised image ([`memory`]), the globals the pre-initialisation pipeline exports
-//! ([`globals`]) and the host's side of the run (open calls, timers, ledger, logs, budgets
-//! spent) in one authenticated record ([`record`]), in a [`StateStore`]. A resume checks the
-//! record's tag and build, claims it (a record is resumed at most once), restores a fresh
+//! pre-initialised image (`memory.rs`), the globals the pre-initialisation pipeline exports
+//! (`globals.rs`) and the host's side of the run (open calls, timers, ledger, logs, budgets
+//! spent) in one authenticated record (`record.rs`), in a [`StateStore`]. A resume refuses a
+//! run already consumed, reads the record only when it is within [`MAX_RECORD_BYTES`], checks
+//! its tag, build and bounds, claims it (a run is resumed at most once), restores a fresh
 //! instance and delivers the answers.
 
 pub(crate) mod globals;
 mod key;
 pub(crate) mod memory;
 mod object;
+mod private;
 pub(crate) mod record;
 mod store;
 
@@ -22,6 +24,7 @@ use std::time::Duration;
 
 pub use key::KEY_ENV;
 pub use object::ObjectStateStore;
+pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};
 pub use store::{LocalStore, StateStore, StoreError};
 
 pub(crate) use key::new_run_id;
@@ -51,10 +54,17 @@ impl std::fmt::Debug for Durability {
 impl Durability {
     /// Records under the local directory `dir`, authenticated with `CODEMODE_STATE_KEY` or
     /// with `dir/key` (created `0600` on first use).
+    ///
+    /// `dir` is created `0700` when missing, and refused unless it (and its `runs/` and
+    /// `consumed/`) belongs to the user codemode runs as and neither its group nor others can
+    /// write it; the key file is refused unless it belongs to the user and no one else can
+    /// read or write it (whoever can replace the key can forge runs that a resume runs).
     pub fn local(dir: impl Into<PathBuf>) -> Result<Self, String> {
         let dir = dir.into();
+        let store = LocalStore::new(&dir);
+        store.check().map_err(|e| e.to_string())?;
         let key = Key::load(Some(&dir))?;
-        Ok(Self::with_key(Arc::new(LocalStore::new(dir)), key))
+        Ok(Self::with_key(Arc::new(store), key))
     }
 
     /// Records in the S3-compatible store `url` names (`s3://bucket/prefix`; see
@@ -115,14 +125,15 @@ impl Durability {
         Ok(bytes)
     }
 
-    /// Reads and checks run `run_id`'s record: authentic, from this build, not yet resumed.
-    /// Returns its header and its memory runs, decompressed.
+    /// Reads and checks run `run_id`'s record: not yet resumed, within the size cap,
+    /// authentic, from this build, within bounds. Returns its header and its memory runs,
+    /// decompressed.
     pub(crate) async fn load(
         &self,
         run_id: &str,
         guest: &str,
         image: &str,
-    ) -> Result<(Header, Vec<u8>), String> {
+    ) -> Result<Loaded, String> {
         if !key::is_run_id(run_id) {
             return Err(format!(
                 "\"{}\" is not a run id (32 hex digits, as a pause reports)",
@@ -130,22 +141,36 @@ impl Durability {
             ));
         }
         let where_ = self.store.describe();
-        let found = self.store.get(run_id).await.map_err(|e| e.to_string())?;
+        // A consumed run stays consumed whatever its record: one left behind by a failed
+        // removal, or a copy put back, is never read.
+        if self
+            .store
+            .claimed(run_id)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            return Err(already_resumed(run_id));
+        }
+        let found = self
+            .store
+            .get(run_id, MAX_RECORD_BYTES)
+            .await
+            .map_err(|e| e.to_string())?;
         let Some(bytes) = found else {
+            // A racing resume may have claimed it (and dropped the record) since the check.
             if self
                 .store
                 .claimed(run_id)
                 .await
                 .map_err(|e| e.to_string())?
             {
-                return Err(format!(
-                    "run {run_id} was already resumed; a paused run resumes once"
-                ));
+                return Err(already_resumed(run_id));
             }
             return Err(format!("no paused run {run_id} in {where_}"));
         };
-        let (header, packed) = record::decode(&bytes, self.key.bytes())
-            .map_err(|why| format!("the record of run {run_id} is refused: {why}"))?;
+        let refused =
+            |why: record::Refusal| format!("the record of run {run_id} is refused: {why}");
+        let (header, packed) = record::decode(&bytes, self.key.bytes()).map_err(refused)?;
         if header.run_id != run_id {
             return Err(format!(
                 "the record of run {run_id} is refused: it is run {}'s",
@@ -159,21 +184,33 @@ impl Durability {
                 &guest[..guest.len().min(16)]
             ));
         }
+        header.check_bounds().map_err(refused)?;
         // The runs hold at most every page of the memory plus 8 bytes per run.
         let cap = (header.memory_bytes as usize).saturating_mul(2) + (1 << 20);
         let runs = memory::decompress(packed, cap)
             .map_err(|e| format!("the record of run {run_id} is refused: {e}"))?;
-        Ok((header, runs))
+        Ok(Loaded {
+            identity: record::identity(&bytes),
+            header,
+            runs,
+        })
     }
 
-    /// Marks run `run_id` resumed and drops its record; refused if another resume was first.
-    pub(crate) async fn claim(&self, run_id: &str) -> Result<(), String> {
-        if !self.store.claim(run_id).await.map_err(|e| e.to_string())? {
-            return Err(format!(
-                "run {run_id} was already resumed; a paused run resumes once"
-            ));
+    /// Marks the loaded run consumed and drops its record; refused if another resume was
+    /// first. The mark, not the record's absence, is what refuses a second resume: it is
+    /// created atomically (exclusively, or by a conditional create) apart from the record and
+    /// keeps the claimed record's tag, and a resume checks it before reading any record.
+    pub(crate) async fn claim(&self, loaded: &Loaded) -> Result<(), String> {
+        let run_id = &loaded.header.run_id;
+        if !self
+            .store
+            .claim(run_id, &loaded.identity)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            return Err(already_resumed(run_id));
         }
-        // The tombstone already refuses a second resume; a record left behind is only space.
+        // The mark already refuses a second resume; a record left behind is only space.
         if let Err(error) = self.store.remove(run_id).await {
             tracing::warn!(
                 "codemode: could not remove the record of resumed run {run_id}: {error}"
@@ -181,6 +218,20 @@ impl Durability {
         }
         Ok(())
     }
+}
+
+fn already_resumed(run_id: &str) -> String {
+    format!("run {run_id} was already resumed; a paused run resumes once")
+}
+
+/// A record that passed every check but the claim.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    pub(crate) header: Header,
+    /// The memory's page runs, decompressed.
+    pub(crate) runs: Vec<u8>,
+    /// The record's tag, kept with the run's consumed mark.
+    identity: String,
 }
 
 #[cfg(test)]
@@ -216,6 +267,185 @@ mod tests {
                 approve_on: Default::default(),
             },
         }
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("codemode-{name}-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn local(dir: &std::path::Path) -> Durability {
+        Durability::with_store(Arc::new(LocalStore::new(dir)), b"k".repeat(32))
+    }
+
+    #[tokio::test]
+    async fn authentic_records_holding_what_codemode_never_writes_are_refused() {
+        let dir = scratch("bounds");
+        let durability = local(&dir);
+        type Change = Box<dyn Fn(&mut Header)>;
+        let cases: Vec<(&str, Change)> = vec![
+            (
+                "computeMs must be at most 2147483647, got 1000000000000",
+                Box::new(|h| h.budgets.compute_ms = 1_000_000_000_000),
+            ),
+            (
+                "computeMs must be a positive number",
+                Box::new(|h| h.budgets.compute_ms = 0),
+            ),
+            (
+                "maxWallMs must be at most",
+                Box::new(|h| h.budgets.wall_ms = u64::MAX),
+            ),
+            (
+                "memoryMb must be at most 4096",
+                Box::new(|h| h.budgets.memory_mb = 1 << 40),
+            ),
+            (
+                "maxOutputBytes must be a safe integer",
+                Box::new(|h| h.budgets.max_output_bytes = 1 << 60),
+            ),
+            (
+                "does not fit its budget of 1 MiB",
+                Box::new(|h| h.memory_bytes = 2 << 20),
+            ),
+            ("in whole wasm pages", Box::new(|h| h.memory_bytes = 4096)),
+            (
+                "beyond the longest delay",
+                Box::new(|h| {
+                    h.host.timers.push(super::record::SavedTimer {
+                        id: 1,
+                        remaining_ns: u64::MAX,
+                    })
+                }),
+            ),
+        ];
+        for (expected, change) in cases {
+            let id = new_run_id().unwrap();
+            let mut forged = header(&id, "g", "i");
+            change(&mut forged);
+            // Signed with the right key: only the bounds can refuse it.
+            durability.keep(&forged, &[]).await.unwrap();
+            let refused = durability.load(&id, "g", "i").await.unwrap_err();
+            assert!(
+                refused.contains("is refused: it is not authentic"),
+                "{refused}"
+            );
+            assert!(refused.contains(expected), "{expected}: {refused}");
+            assert!(
+                !durability.store.claimed(&id).await.unwrap(),
+                "nothing claimed"
+            );
+        }
+        let id = new_run_id().unwrap();
+        durability.keep(&header(&id, "g", "i"), &[]).await.unwrap();
+        assert!(durability.load(&id, "g", "i").await.is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_resumed_run_stays_resumed_when_a_copy_of_its_record_is_put_back() {
+        let dir = scratch("replay");
+        let durability = local(&dir);
+        let id = new_run_id().unwrap();
+        durability.keep(&header(&id, "g", "i"), &[]).await.unwrap();
+        let record = dir.join("runs").join(format!("{id}.run"));
+        let copy = std::fs::read(&record).unwrap();
+        let loaded = durability.load(&id, "g", "i").await.unwrap();
+        durability.claim(&loaded).await.unwrap();
+        assert!(!record.exists(), "the record goes with the claim");
+        let mark = std::fs::read_to_string(dir.join("consumed").join(&id)).unwrap();
+        assert_eq!(
+            mark.trim(),
+            record::identity(&copy),
+            "the mark names the record"
+        );
+
+        // The copy put back, and every marker beside it removed: still consumed.
+        std::fs::write(&record, &copy).unwrap();
+        let _ = std::fs::remove_file(dir.join("runs").join(format!("{id}.resumed")));
+        let refused = durability.load(&id, "g", "i").await.unwrap_err();
+        assert!(refused.contains("already resumed"), "{refused}");
+        let refused = durability.claim(&loaded).await.unwrap_err();
+        assert!(refused.contains("already resumed"), "{refused}");
+
+        // A mark an earlier version left beside the record counts as well.
+        let old = new_run_id().unwrap();
+        durability.keep(&header(&old, "g", "i"), &[]).await.unwrap();
+        std::fs::write(dir.join("runs").join(format!("{old}.resumed")), b"").unwrap();
+        let refused = durability.load(&old, "g", "i").await.unwrap_err();
+        assert!(refused.contains("already resumed"), "{refused}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn an_oversized_record_is_refused_from_its_size() {
+        let dir = scratch("oversized");
+        let durability = local(&dir);
+        let id = new_run_id().unwrap();
+        durability.keep(&header(&id, "g", "i"), &[]).await.unwrap();
+        let record = dir.join("runs").join(format!("{id}.run"));
+        // Sparse: the size says 5 GiB; reading it would take seconds and that much memory.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&record)
+            .unwrap()
+            .set_len(MAX_RECORD_BYTES + 1)
+            .unwrap();
+        let started = std::time::Instant::now();
+        let refused = durability.load(&id, "g", "i").await.unwrap_err();
+        assert!(refused.contains("it was not read"), "{refused}");
+        assert!(
+            refused.contains(&(MAX_RECORD_BYTES + 1).to_string()),
+            "{refused}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        // A record is also refused when its bytes outgrow the cap a store was asked for.
+        let store = LocalStore::new(&dir);
+        std::fs::write(&record, b"0123456789").unwrap();
+        let refused = store.get(&id, 9).await.unwrap_err().to_string();
+        assert!(refused.contains("10 bytes, more than the 9"), "{refused}");
+        assert_eq!(store.get(&id, 10).await.unwrap().unwrap(), b"0123456789");
+        // A symlink or a FIFO at the record's name is not followed, nor waited on.
+        std::fs::remove_file(&record).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &record).unwrap();
+        let refused = store.get(&id, 1 << 20).await.unwrap_err().to_string();
+        assert!(refused.contains("symbolic link"), "{refused}");
+        std::fs::remove_file(&record).unwrap();
+        let fifo = std::ffi::CString::new(record.to_str().unwrap()).unwrap();
+        // SAFETY: `fifo` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let refused = store.get(&id, 1 << 20).await.unwrap_err().to_string();
+        assert!(refused.contains("not a regular file"), "{refused}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_state_directory_others_can_write_is_refused_with_the_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("open-dir");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let refused = Durability::local(&dir).unwrap_err();
+        assert!(refused.contains(&dir.display().to_string()), "{refused}");
+        assert!(refused.contains("mode 0777"), "{refused}");
+        assert!(
+            refused.contains(&format!("chmod 700 {}", dir.display())),
+            "{refused}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // Made by codemode: private.
+        let made = scratch("made-dir").join("state");
+        assert!(Durability::local(&made).is_ok());
+        let mode = std::fs::metadata(&made).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let key = std::fs::metadata(made.join("key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(key & 0o777, 0o600);
+        let _ = std::fs::remove_dir_all(made.parent().unwrap());
     }
 
     #[tokio::test]

@@ -4,19 +4,24 @@
 //! Credentials, region and endpoint come from the usual `AWS_*` environment variables
 //! (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT` and
 //! `AWS_ALLOW_HTTP=true` for a local server). A claim is a conditional create
-//! (`If-None-Match: *`) of the run's tombstone, which the store makes atomic.
+//! (`If-None-Match: *`) of the run's consumed mark, which the store makes atomic; the record is
+//! deleted after it. A record's size is read from the response's headers and checked before its
+//! body is downloaded.
 
 use futures::future::BoxFuture;
+use futures::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut};
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 
-use super::store::{StateStore, StoreError};
+use super::store::{too_large, StateStore, StoreError};
 
-/// Records as objects `<prefix>/runs/<id>.run`, tombstones as `<prefix>/runs/<id>.resumed`.
+/// Records as objects `<prefix>/runs/<id>.run`, consumed marks (holding the claimed record's
+/// tag) as `<prefix>/runs/<id>.resumed`.
 #[derive(Debug)]
 pub struct ObjectStateStore {
     store: AmazonS3,
+    bucket: String,
     prefix: String,
     url: String,
 }
@@ -52,6 +57,7 @@ impl ObjectStateStore {
             .map_err(|e| format!("{url}: {e}"))?;
         Ok(Self {
             store,
+            bucket: bucket.to_owned(),
             prefix: prefix.trim_matches('/').to_owned(),
             url: url.to_owned(),
         })
@@ -87,27 +93,52 @@ impl StateStore for ObjectStateStore {
         })
     }
 
-    fn get(&self, run_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+    fn get(
+        &self,
+        run_id: &str,
+        max_bytes: u64,
+    ) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
         let path = self.path(run_id, "run");
+        let run_id = run_id.to_owned();
         Box::pin(async move {
             let found = match self.store.get(&path).await {
                 Ok(found) => found,
                 Err(object_store::Error::NotFound { .. }) => return Ok(None),
                 Err(e) => return Err(failed("read", &path, e)),
             };
-            let bytes = found.bytes().await.map_err(|e| failed("read", &path, e))?;
-            Ok(Some(bytes.to_vec()))
+            // The size comes with the response's headers: a record over the cap is refused
+            // before its body is downloaded (dropping the stream closes the connection).
+            let at = format!("s3://{}/{path}", self.bucket);
+            if found.meta.size > max_bytes {
+                return Err(too_large(&run_id, &at, found.meta.size, max_bytes));
+            }
+            let mut bytes = Vec::with_capacity(usize::try_from(found.meta.size).unwrap_or(0));
+            let mut body = found.into_stream();
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.map_err(|e| failed("read", &path, e))?;
+                if (bytes.len() + chunk.len()) as u64 > max_bytes {
+                    return Err(too_large(
+                        &run_id,
+                        &at,
+                        (bytes.len() + chunk.len()) as u64,
+                        max_bytes,
+                    ));
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Ok(Some(bytes))
         })
     }
 
-    fn claim(&self, run_id: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
+    fn claim(&self, run_id: &str, identity: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
         let path = self.path(run_id, "resumed");
+        let mark = PutPayload::from(format!("{identity}\n").into_bytes());
         Box::pin(async move {
             let create = PutOptions {
                 mode: PutMode::Create,
                 ..PutOptions::default()
             };
-            match self.store.put_opts(&path, PutPayload::new(), create).await {
+            match self.store.put_opts(&path, mark, create).await {
                 Ok(_) => Ok(true),
                 Err(
                     object_store::Error::AlreadyExists { .. }

@@ -5,8 +5,11 @@
 //! memory (zstd of the page runs) | HMAC-SHA256 of everything before it (32 bytes)
 //! ```
 //!
-//! Integers are little-endian. The tag is checked before anything else is read, so a record
-//! changed by anyone without the key is refused before any of it is used.
+//! Integers are little-endian. A record over [`MAX_RECORD_BYTES`] is refused from its size,
+//! unread. The tag is checked before anything else is read, so a record changed by anyone
+//! without the key is refused before any of it is used; an authentic header is then held to
+//! the caps of a new run ([`Header::check_bounds`]), since only a holder of the key could have
+//! written one outside them.
 
 use std::collections::BTreeSet;
 
@@ -20,6 +23,24 @@ const MAGIC: &[u8; 8] = b"CMPAUSE\0";
 /// Bumped whenever the layout or the header's meaning changes.
 pub const FORMAT: u32 = 1;
 const TAG: usize = 32;
+/// Magic, format, header length; then the memory's length.
+const FRAMING: u64 = 8 + 4 + 4 + 8;
+
+/// The largest linear memory a run may have (`memory_mb` is at most 4096).
+const MAX_MEMORY: u64 = 4 << 30;
+
+/// The most bytes a record's header (the host's side of the run, as JSON) may take. A run whose
+/// header would be larger (logs, pending arguments and call records near their budgets) is not
+/// kept: its pause fails.
+pub const MAX_HEADER_BYTES: u64 = 1 << 30;
+
+/// The most bytes a record may take, about 5.1 GiB: a header of at most [`MAX_HEADER_BYTES`]
+/// and every page of the largest memory a run may have (4 GiB), incompressible. The page runs
+/// add 8 bytes per run of pages (at most one per two pages) and zstd at most 1/256 to data it
+/// cannot compress, so a 64th more covers both. A store refuses a larger record from its size,
+/// before reading it; a pause never writes one.
+pub const MAX_RECORD_BYTES: u64 =
+    FRAMING + MAX_HEADER_BYTES + MAX_MEMORY + MAX_MEMORY / 64 + TAG as u64;
 
 /// Everything about a paused run except its memory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -120,6 +141,18 @@ fn mac(key: &[u8]) -> HmacSha256 {
 
 pub fn encode(header: &Header, memory: &[u8], key: &[u8]) -> Result<Vec<u8>, String> {
     let header = serde_json::to_vec(header).map_err(|e| format!("writing the record: {e}"))?;
+    if header.len() as u64 > MAX_HEADER_BYTES {
+        return Err(format!(
+            "the run's host state (logs, pending calls, call records) takes {} bytes, more than the {MAX_HEADER_BYTES} a paused-run record may hold",
+            header.len()
+        ));
+    }
+    let total = FRAMING + header.len() as u64 + memory.len() as u64 + TAG as u64;
+    if total > MAX_RECORD_BYTES {
+        return Err(format!(
+            "the paused run would take {total} bytes, more than the {MAX_RECORD_BYTES} a paused-run record may hold"
+        ));
+    }
     let header_len =
         u32::try_from(header.len()).map_err(|_| "the run's host state is too large to keep")?;
     let mut out = Vec::with_capacity(8 + 4 + 4 + header.len() + 8 + memory.len() + TAG);
@@ -139,15 +172,22 @@ pub fn encode(header: &Header, memory: &[u8], key: &[u8]) -> Result<Vec<u8>, Str
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     NotARecord,
+    TooLarge(u64),
     NotAuthentic,
     Format(u32),
     Malformed(String),
+    /// Authentic, but holding a value no codemode writes: forged with the key.
+    OutOfBounds(String),
 }
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Refusal::NotARecord => f.write_str("it is not a paused-run record"),
+            Refusal::TooLarge(bytes) => write!(
+                f,
+                "it is {bytes} bytes, more than the {MAX_RECORD_BYTES} a paused-run record may hold"
+            ),
             Refusal::NotAuthentic => f.write_str(
                 "it is not authentic: it was changed after it was written, or written with another state key",
             ),
@@ -156,12 +196,19 @@ impl std::fmt::Display for Refusal {
                 "it is in record format {v}, and this codemode reads format {FORMAT}; resume it with the codemode that paused it"
             ),
             Refusal::Malformed(why) => write!(f, "it is malformed ({why})"),
+            Refusal::OutOfBounds(why) => write!(
+                f,
+                "it is not authentic: {why}, which codemode never writes; whoever wrote it holds the state key (check who can read the key and write the state store)"
+            ),
         }
     }
 }
 
 /// The header and the compressed memory of an authentic record.
 pub fn decode<'a>(record: &'a [u8], key: &[u8]) -> Result<(Header, &'a [u8]), Refusal> {
+    if record.len() as u64 > MAX_RECORD_BYTES {
+        return Err(Refusal::TooLarge(record.len() as u64));
+    }
     if record.len() < MAGIC.len() + 16 + TAG || &record[..MAGIC.len()] != MAGIC {
         return Err(Refusal::NotARecord);
     }
@@ -178,6 +225,9 @@ pub fn decode<'a>(record: &'a [u8], key: &[u8]) -> Result<(Header, &'a [u8]), Re
         return Err(Refusal::Format(format));
     }
     let header_len = word(12) as usize;
+    if header_len as u64 > MAX_HEADER_BYTES {
+        return Err(Refusal::Malformed("header length".into()));
+    }
     let header_end = 16usize
         .checked_add(header_len)
         .filter(|end| end + 8 <= body.len())
@@ -192,4 +242,56 @@ pub fn decode<'a>(record: &'a [u8], key: &[u8]) -> Result<(Header, &'a [u8]), Re
         return Err(Refusal::Malformed("memory length".into()));
     }
     Ok((header, memory))
+}
+
+/// What names a record among every record of its run id: its tag, in hex. A claim keeps it
+/// with the run's consumed mark.
+pub fn identity(record: &[u8]) -> String {
+    super::memory::hex(&record[record.len().saturating_sub(TAG)..])
+}
+
+impl Header {
+    /// Refuses an authentic header holding what no codemode writes: budgets outside the caps
+    /// every new run is held to ([`Budgets::validate`](crate::config::Budgets::validate)),
+    /// a memory larger than its budget or not in whole wasm pages, a timer beyond the longest
+    /// delay. Checked before anything of the record is restored or used.
+    pub fn check_bounds(&self) -> Result<(), Refusal> {
+        let b = &self.budgets;
+        let budgets = crate::config::Budgets {
+            compute_ms: b.compute_ms,
+            wall_ms: b.wall_ms,
+            max_output_bytes: b.max_output_bytes,
+            memory_mb: b.memory_mb,
+        };
+        budgets.validate().map_err(|e| {
+            Refusal::OutOfBounds(format!(
+                "its budget {} {} (a run's budgets are held to the same caps as a new run's)",
+                e.key, e.problem
+            ))
+        })?;
+        let wasm_page = 1u64 << 16;
+        if self.memory_bytes > budgets.memory_bytes() as u64
+            || !self.memory_bytes.is_multiple_of(wasm_page)
+        {
+            return Err(Refusal::OutOfBounds(format!(
+                "its memory of {} bytes does not fit its budget of {} MiB in whole wasm pages",
+                self.memory_bytes, b.memory_mb
+            )));
+        }
+        let longest_ns = crate::config::MAX_WALL_MS.saturating_mul(1_000_000);
+        if let Some(timer) = self
+            .host
+            .timers
+            .iter()
+            .find(|t| t.remaining_ns > longest_ns)
+        {
+            return Err(Refusal::OutOfBounds(format!(
+                "its timer {} is due in {} ns, beyond the longest delay ({} ms)",
+                timer.id,
+                timer.remaining_ns,
+                crate::config::MAX_WALL_MS
+            )));
+        }
+        Ok(())
+    }
 }

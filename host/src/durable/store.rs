@@ -1,53 +1,105 @@
 //! Where paused runs are kept: a seam with a local directory behind it by default.
 //!
-//! A store keeps a record per run id and a tombstone per resumed run. Claiming a run creates
-//! its tombstone only if none exists (atomically), which is what makes a record resumable at
-//! most once, also across processes sharing the store.
+//! A store keeps a record per run id and a consumed mark per resumed run. Claiming a run
+//! creates its mark only if none exists (atomically), which is what makes a run resumable at
+//! most once, also across processes sharing the store; a resume refuses a run with a mark
+//! before it reads the record, so a record left behind or put back is never resumed.
 
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::path::PathBuf;
 
 use futures::future::BoxFuture;
 
-/// A failure of the storage itself (not of a record).
+use super::private::{self, Access, PrivateDir};
+
+/// A failure of the storage itself, or a record it refused to read.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
 pub struct StoreError(pub String);
 
-/// Keeps paused-run records by run id, and the tombstones of resumed runs.
+/// Keeps paused-run records by run id, and the consumed marks of resumed runs.
 pub trait StateStore: Send + Sync {
     /// Where records go, for messages.
     fn describe(&self) -> String;
     /// Keeps `record` as run `run_id`'s.
     fn put(&self, run_id: &str, record: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>>;
-    /// Run `run_id`'s record, if kept.
-    fn get(&self, run_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>>;
-    /// Marks `run_id` resumed; false when it already was.
-    fn claim(&self, run_id: &str) -> BoxFuture<'_, Result<bool, StoreError>>;
+    /// Run `run_id`'s record, if kept. A record larger than `max_bytes` is refused from its
+    /// size, before its bytes are read.
+    fn get(
+        &self,
+        run_id: &str,
+        max_bytes: u64,
+    ) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>>;
+    /// Marks `run_id` consumed, keeping `identity` (what names the claimed record) with the
+    /// mark; false when it already was.
+    fn claim(&self, run_id: &str, identity: &str) -> BoxFuture<'_, Result<bool, StoreError>>;
     /// Whether `run_id` was claimed.
     fn claimed(&self, run_id: &str) -> BoxFuture<'_, Result<bool, StoreError>>;
-    /// Drops run `run_id`'s record (its tombstone stays).
+    /// Drops run `run_id`'s record (its consumed mark stays).
     fn remove(&self, run_id: &str) -> BoxFuture<'_, Result<(), StoreError>>;
 }
 
-/// Records as files under `<dir>/runs/`: `<id>.run` and the tombstone `<id>.resumed`.
+/// Records as files `<dir>/runs/<id>.run`; consumed marks as `<dir>/consumed/<id>`, holding
+/// the claimed record's tag.
+///
+/// The directory and its subdirectories are used only when they belong to the user and only
+/// the user can write them (`fstat` of the descriptor every operation then goes through), and
+/// a record only when it is a regular file of the user's, no larger than the cap; see
+/// `private.rs`. Marks live apart from the records, so putting a copy of a record back (and
+/// removing anything beside it) does not make a resumed run resumable again. Marks written by
+/// earlier versions, `<dir>/runs/<id>.resumed`, count too.
 #[derive(Debug, Clone)]
 pub struct LocalStore {
     dir: PathBuf,
 }
 
+const RUNS: &str = "runs";
+const CONSUMED: &str = "consumed";
+
 impl LocalStore {
-    /// A store under `dir` (created, private to the user, on first write).
+    /// A store under `dir` (created private to the user on first write, and checked at every
+    /// use).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self { dir: dir.into() }
     }
 
-    fn path(&self, run_id: &str, suffix: &str) -> PathBuf {
-        self.dir.join("runs").join(format!("{run_id}.{suffix}"))
+    /// Creates the state directory if missing (`0700`) and checks it, and its subdirectories
+    /// where they exist, belong to the user and are written by no one else.
+    pub fn check(&self) -> Result<(), StoreError> {
+        let state = self.state(true)?.ok_or_else(|| self.vanished())?;
+        for sub in [RUNS, CONSUMED] {
+            state.sub(sub, false).map_err(StoreError)?;
+        }
+        Ok(())
+    }
+
+    fn vanished(&self) -> StoreError {
+        StoreError(format!(
+            "the state directory {} vanished while in use",
+            self.dir.display()
+        ))
+    }
+
+    fn state(&self, create: bool) -> Result<Option<PrivateDir>, StoreError> {
+        PrivateDir::open(&self.dir, create).map_err(StoreError)
+    }
+
+    /// The subdirectory `name`; `None` when it (or the state directory) does not exist and
+    /// `create` is false.
+    fn sub(&self, name: &str, create: bool) -> Result<Option<PrivateDir>, StoreError> {
+        match self.state(create)? {
+            Some(state) => state.sub(name, create).map_err(StoreError),
+            None => Ok(None),
+        }
     }
 }
 
-fn io_error(what: &str, path: &Path, error: std::io::Error) -> StoreError {
-    StoreError(format!("cannot {what} {}: {error}", path.display()))
+fn io_error(what: &str, dir: &PrivateDir, name: &str, error: &std::io::Error) -> StoreError {
+    StoreError(format!(
+        "cannot {what} {}: {}",
+        dir.path(name).display(),
+        private::why(error)
+    ))
 }
 
 async fn blocking<T: Send + 'static>(
@@ -58,17 +110,11 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| StoreError(format!("the storage task failed: {e}")))?
 }
 
-/// Creates `path`'s directory private to the user (records hold a program's data).
-fn private_dir(path: &Path) -> Result<(), StoreError> {
-    use std::os::unix::fs::DirBuilderExt;
-    let Some(dir) = path.parent() else {
-        return Ok(());
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| io_error("create", dir, e))
+/// Refuses a record of `bytes` bytes when it is over `max_bytes`, saying where it is.
+pub(crate) fn too_large(run_id: &str, at: &str, bytes: u64, max_bytes: u64) -> StoreError {
+    StoreError(format!(
+        "the record of run {run_id} is refused: {at} is {bytes} bytes, more than the {max_bytes} a paused-run record may hold; it was not read"
+    ))
 }
 
 impl StateStore for LocalStore {
@@ -77,66 +123,126 @@ impl StateStore for LocalStore {
     }
 
     fn put(&self, run_id: &str, record: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {
-        let path = self.path(run_id, "run");
+        let store = self.clone();
+        let name = format!("{run_id}.run");
         Box::pin(blocking(move || {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            private_dir(&path)?;
+            let runs = store.sub(RUNS, true)?.ok_or_else(|| store.vanished())?;
             // A new name per write, renamed into place: a reader sees the whole record or none.
-            let tmp = path.with_extension(format!("run.{}.tmp", std::process::id()));
-            let written = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)
+            let tmp = format!("{name}.{}.tmp", std::process::id());
+            let _ = runs.remove(&tmp);
+            let written = runs
+                .create_new(&tmp, 0o600)
                 .and_then(|mut f| f.write_all(&record).and_then(|()| f.sync_all()))
-                .and_then(|()| std::fs::rename(&tmp, &path));
+                .and_then(|()| runs.rename(&tmp, &name))
+                .and_then(|()| runs.sync());
             if let Err(error) = written {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(io_error("write", &path, error));
+                let _ = runs.remove(&tmp);
+                return Err(io_error("write", &runs, &name, &error));
             }
             Ok(())
         }))
     }
 
-    fn get(&self, run_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
-        let path = self.path(run_id, "run");
-        Box::pin(blocking(move || match std::fs::read(&path) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io_error("read", &path, e)),
+    fn get(
+        &self,
+        run_id: &str,
+        max_bytes: u64,
+    ) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+        let store = self.clone();
+        let run_id = run_id.to_owned();
+        Box::pin(blocking(move || {
+            let Some(runs) = store.sub(RUNS, false)? else {
+                return Ok(None);
+            };
+            let name = format!("{run_id}.run");
+            let file = match runs.open_read(&name) {
+                Ok(file) => file,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(io_error("read", &runs, &name, &e)),
+            };
+            let at = runs.path(&name).display().to_string();
+            let len = private::checked_file(&file, &runs, &name, "the record", Access::OwnerWrites)
+                .map_err(StoreError)?;
+            if len > max_bytes {
+                return Err(too_large(&run_id, &at, len, max_bytes));
+            }
+            // At most one byte past the cap, should the file grow after its size was read.
+            let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+            file.take(max_bytes.saturating_add(1))
+                .read_to_end(&mut bytes)
+                .map_err(|e| io_error("read", &runs, &name, &e))?;
+            if bytes.len() as u64 > max_bytes {
+                return Err(too_large(&run_id, &at, bytes.len() as u64, max_bytes));
+            }
+            Ok(Some(bytes))
         }))
     }
 
-    fn claim(&self, run_id: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
-        let path = self.path(run_id, "resumed");
+    fn claim(&self, run_id: &str, identity: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
+        let store = self.clone();
+        let run_id = run_id.to_owned();
+        let identity = identity.to_owned();
         Box::pin(blocking(move || {
-            use std::os::unix::fs::OpenOptionsExt;
-            private_dir(&path)?;
-            match std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&path)
-            {
-                Ok(_) => Ok(true),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-                Err(e) => Err(io_error("create", &path, e)),
+            if let Some(runs) = store.sub(RUNS, false)? {
+                let legacy = format!("{run_id}.resumed");
+                if runs
+                    .exists(&legacy)
+                    .map_err(|e| io_error("read", &runs, &legacy, &e))?
+                {
+                    return Ok(false);
+                }
             }
+            let consumed = store.sub(CONSUMED, true)?.ok_or_else(|| store.vanished())?;
+            // The exclusive create is the claim: of two racing resumes, one creates the mark.
+            let mut mark = match consumed.create_new(&run_id, 0o600) {
+                Ok(file) => file,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+                Err(e) => return Err(io_error("create", &consumed, &run_id, &e)),
+            };
+            mark.write_all(format!("{identity}\n").as_bytes())
+                .and_then(|()| mark.sync_all())
+                .and_then(|()| consumed.sync())
+                .map_err(|e| io_error("write", &consumed, &run_id, &e))?;
+            Ok(true)
         }))
     }
 
     fn claimed(&self, run_id: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
-        let path = self.path(run_id, "resumed");
-        Box::pin(blocking(move || Ok(path.exists())))
+        let store = self.clone();
+        let run_id = run_id.to_owned();
+        Box::pin(blocking(move || {
+            let Some(state) = store.state(false)? else {
+                return Ok(false);
+            };
+            for (sub, name) in [
+                (CONSUMED, run_id.clone()),
+                (RUNS, format!("{run_id}.resumed")),
+            ] {
+                if let Some(dir) = state.sub(sub, false).map_err(StoreError)? {
+                    if dir
+                        .exists(&name)
+                        .map_err(|e| io_error("read", &dir, &name, &e))?
+                    {
+                        return Ok(true);
+                    }
+                }
+            }
+            Ok(false)
+        }))
     }
 
     fn remove(&self, run_id: &str) -> BoxFuture<'_, Result<(), StoreError>> {
-        let path = self.path(run_id, "run");
-        Box::pin(blocking(move || match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_error("remove", &path, e)),
+        let store = self.clone();
+        let name = format!("{run_id}.run");
+        Box::pin(blocking(move || {
+            let Some(runs) = store.sub(RUNS, false)? else {
+                return Ok(());
+            };
+            match runs.remove(&name).and_then(|()| runs.sync()) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io_error("remove", &runs, &name, &e)),
+            }
         }))
     }
 }

@@ -1,8 +1,10 @@
 //! MCP both ways: upstream servers whose tools programs call ([`upstream`]), and the
-//! `codemode mcp` server that offers `run_code` to any MCP client ([`server`]). Both use `rmcp`,
-//! the official Rust SDK.
+//! `codemode mcp` server that offers `run_code` to any MCP client ([`server`]), with bounded,
+//! expiring sessions for its HTTP transport ([`sessions`]). Both use `rmcp`, the official Rust
+//! SDK.
 
 pub mod server;
+pub mod sessions;
 pub mod upstream;
 
 use codemode_runtime::tools::{RegistrationGuard, Registry};

@@ -182,7 +182,11 @@ impl Upstream {
     pub async fn start(spec: &UpstreamSpec, timeout: Duration) -> Result<Self, String> {
         let name = spec.name.clone();
         let mut command = CommandWrap::with_new(&spec.command, |c| {
+            // codemode's own secrets are not the server's (its configuration may still pass
+            // them explicitly).
             c.args(&spec.args)
+                .env_remove("CODEMODE_MCP_TOKEN")
+                .env_remove("CODEMODE_STATE_KEY")
                 .envs(&spec.env)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())

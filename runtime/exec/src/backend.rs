@@ -1,6 +1,8 @@
-//! The seam the execution tools start processes through: what a backend adds to a command
-//! before it is spawned. `local` adds nothing; `sandbox` (see `sandbox.rs`) confines writes to
-//! the workspace and a private temporary directory and denies the network.
+//! The seam the execution tools start processes through: what a backend gives a command
+//! before it is spawned. `local` gives it codemode's environment less codemode's secrets;
+//! `sandbox` (see `sandbox/`) confines it.
+
+use std::ffi::OsString;
 
 use process_wrap::tokio::CommandWrap;
 
@@ -8,7 +10,10 @@ pub trait Backend: Send + Sync + 'static {
     /// `local` or `sandbox`, as `--exec` names it.
     fn name(&self) -> &'static str;
 
-    /// Prepares `command` (its environment, its confinement) before it is spawned.
+    /// The environment a command starts with (a call's own variables are added on top).
+    fn environment(&self) -> Vec<(OsString, OsString)>;
+
+    /// Prepares `command`'s confinement before it is spawned.
     fn confine(&self, command: &mut CommandWrap) -> Result<(), String>;
 
     /// Whether `confine` adds work between fork and exec, which rules out `posix_spawn` (such
@@ -18,12 +23,17 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
-/// Runs commands as codemode's own user, with its environment, anywhere it may write.
+/// Runs commands as codemode's own user, with its environment less its secrets
+/// ([`crate::environment::SECRETS`]), anywhere it may write.
 pub struct Local;
 
 impl Backend for Local {
     fn name(&self) -> &'static str {
         "local"
+    }
+
+    fn environment(&self) -> Vec<(OsString, OsString)> {
+        crate::environment::inherited()
     }
 
     fn confine(&self, _command: &mut CommandWrap) -> Result<(), String> {

@@ -82,6 +82,7 @@ fn spawn(
     exec: &Exec,
     args: &BashArgs,
 ) -> Result<(Process, tokio::net::unix::pipe::Receiver), String> {
+    let permit = exec.admit()?;
     let workdir = exec.workspace.open(args.workdir.as_deref())?;
     let spawned = Process::spawn(
         Spawn {
@@ -94,7 +95,9 @@ fn spawn(
     );
     // The child changed into the handle before it ran the command.
     drop(workdir);
-    spawned
+    let (mut process, output) = spawned?;
+    process.hold(permit);
+    Ok((process, output))
 }
 
 /// Runs `args` in the foreground: `{ output, exitCode, timedOut, truncated }`.

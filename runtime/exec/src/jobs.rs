@@ -18,6 +18,8 @@ pub struct JobLimits {
     pub retained_bytes: usize,
     /// Jobs one owner may have running at once.
     pub running_per_owner: usize,
+    /// Jobs running at once across every owner.
+    pub running_total: usize,
     /// Finished jobs kept for reading, per owner; the oldest go first.
     pub finished_per_owner: usize,
     /// SIGTERM to SIGKILL.
@@ -31,6 +33,7 @@ impl Default for JobLimits {
         Self {
             retained_bytes: 1024 * 1024,
             running_per_owner: 16,
+            running_total: 64,
             finished_per_owner: 32,
             grace: Duration::from_secs(2),
             max_wait: Duration::from_secs(60),
@@ -103,22 +106,30 @@ impl Jobs {
     ) -> Result<String, String> {
         let allocated = {
             let mut state = lock(&self.state);
-            let running = state
-                .jobs
-                .values()
-                .filter(|j| j.owner == owner && j.exit().is_none())
-                .count();
-            (running < self.limits.running_per_owner).then(|| {
+            let running = state.jobs.values().filter(|j| j.exit().is_none());
+            let (mine, all) = running.fold((0, 0), |(mine, all), j| {
+                (mine + usize::from(j.owner == owner), all + 1)
+            });
+            if all >= self.limits.running_total {
+                Err(format!(
+                    "{all} background jobs are running across all sessions, the most this server allows; kill one (job_kill) or try again later"
+                ))
+            } else if mine >= self.limits.running_per_owner {
+                Err(format!(
+                    "{} background jobs are already running; read or kill one (job_list, job_kill) before starting another",
+                    self.limits.running_per_owner
+                ))
+            } else {
                 state.next += 1;
-                (format!("job-{}", state.next), state.next)
-            })
+                Ok((format!("job-{}", state.next), state.next))
+            }
         };
-        let Some((id, sequence)) = allocated else {
-            process.terminate(self.limits.grace).await;
-            return Err(format!(
-                "{} background jobs are already running; read or kill one (job_list, job_kill) before starting another",
-                self.limits.running_per_owner
-            ));
+        let (id, sequence) = match allocated {
+            Ok(allocated) => allocated,
+            Err(refusal) => {
+                process.terminate(self.limits.grace).await;
+                return Err(refusal);
+            }
         };
 
         let stream = Arc::new(Stream::new(self.limits.retained_bytes));

@@ -11,6 +11,8 @@
 
 pub mod backend;
 pub mod bash;
+mod descriptors;
+pub mod environment;
 pub mod jobs;
 pub mod sandbox;
 pub mod stream;
@@ -48,6 +50,9 @@ pub struct ExecConfig {
     pub grace: Duration,
     pub jobs: JobLimits,
     pub terminals: TerminalLimits,
+    /// Commands (foreground, background and terminal shells) running at once across every
+    /// owner; past it a call is refused at once.
+    pub max_processes: usize,
 }
 
 impl Default for ExecConfig {
@@ -58,6 +63,7 @@ impl Default for ExecConfig {
             grace: Duration::from_secs(2),
             jobs: JobLimits::default(),
             terminals: TerminalLimits::default(),
+            max_processes: 128,
         }
     }
 }
@@ -70,6 +76,7 @@ pub struct Exec {
     pub config: ExecConfig,
     pub jobs: Arc<Jobs>,
     pub terminals: Arc<Terminals>,
+    running: Arc<tokio::sync::Semaphore>,
 }
 
 impl Exec {
@@ -83,6 +90,7 @@ impl Exec {
         let bash = subprocess::which("bash")?;
         let jobs = Jobs::new(config.jobs.clone());
         let terminals = Terminals::new(config.terminals.clone());
+        let running = Arc::new(tokio::sync::Semaphore::new(config.max_processes));
         Ok(Arc::new(Self {
             workspace,
             backend,
@@ -90,7 +98,18 @@ impl Exec {
             config,
             jobs,
             terminals,
+            running,
         }))
+    }
+
+    /// A place among the commands running at once, or why there is none.
+    fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, String> {
+        self.running.clone().try_acquire_owned().map_err(|_| {
+            format!(
+                "{} commands are already running across all sessions, the most this server allows; wait for one to finish (or kill a job) and try again",
+                self.config.max_processes
+            )
+        })
     }
 
     /// Ends every job and terminal of `owner` (an agent scope that is going away).

@@ -30,7 +30,7 @@ pub struct Spawn<'a> {
     pub args: Vec<OsString>,
     /// The working directory: a path the child changes into before it runs.
     pub cwd: PathBuf,
-    /// Extra environment variables (the rest is inherited).
+    /// Variables set on top of the backend's environment.
     pub env: Vec<(OsString, OsString)>,
 }
 
@@ -58,6 +58,8 @@ pub struct Process {
     exit: Option<Exit>,
     /// Whether the leader leads a session too (then its id is the session's).
     session: bool,
+    /// Its place among the runtime's running commands, given back when the leader exits.
+    admission: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl std::fmt::Debug for Process {
@@ -132,9 +134,18 @@ impl Process {
         [stdin, stdout, stderr]: [Stdio; 3],
         leads: Leads,
     ) -> Result<Self, String> {
+        if !backend.forks() {
+            // Nothing runs in a spawned child before exec: mark codemode's descriptors here.
+            crate::descriptors::close_on_exec_above_stdio().map_err(|e| {
+                format!("cannot keep codemode's descriptors out of the command: {e}")
+            })?;
+        }
+        let environment = backend.environment();
         let mut command = CommandWrap::with_new(spec.program, |c| {
             c.args(&spec.args)
                 .current_dir(&spec.cwd)
+                .env_clear()
+                .envs(environment)
                 .envs(spec.env.iter().map(|(k, v)| (k, v)))
                 .stdin(stdin)
                 .stdout(stdout)
@@ -166,7 +177,13 @@ impl Process {
             child,
             exit: None,
             session,
+            admission: None,
         })
+    }
+
+    /// Keeps `permit` until the leader exits.
+    pub fn hold(&mut self, permit: tokio::sync::OwnedSemaphorePermit) {
+        self.admission = Some(permit);
     }
 
     /// Waits for the leader to exit.
@@ -183,6 +200,7 @@ impl Process {
             },
         };
         self.exit = Some(exit);
+        self.admission = None;
         exit
     }
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -27,6 +27,8 @@ use crate::Exec;
 pub struct TerminalLimits {
     /// Terminals one owner may have open at once.
     pub per_owner: usize,
+    /// Terminals open at once across every owner.
+    pub total: usize,
     /// Bytes of scrollback kept per terminal (the oldest go first).
     pub scrollback_bytes: usize,
     /// A terminal nobody sent to or read from for this long is closed.
@@ -39,6 +41,7 @@ impl Default for TerminalLimits {
     fn default() -> Self {
         Self {
             per_owner: 8,
+            total: 32,
             scrollback_bytes: 256 * 1024,
             idle: Duration::from_secs(30 * 60),
             max_input_bytes: 64 * 1024,
@@ -152,29 +155,30 @@ impl Terminals {
         rows: u16,
     ) -> Result<String, String> {
         self.close_idle().await;
-        let open = lock(&self.state)
-            .open
-            .values()
-            .filter(|t| t.owner == owner)
-            .count();
+        let (open, total) = {
+            let state = lock(&self.state);
+            let total = state.open.len();
+            (
+                state.open.values().filter(|t| t.owner == owner).count(),
+                total,
+            )
+        };
+        if total >= self.limits.total {
+            return Err(format!(
+                "{total} terminals are open across all sessions, the most this server allows; close one (terminal_close) or try again later"
+            ));
+        }
         if open >= self.limits.per_owner {
             return Err(format!(
                 "{} terminals are already open; close one (terminal_close) first",
                 self.limits.per_owner
             ));
         }
+        let permit = exec.admit()?;
         let workdir = exec.workspace.open(cwd)?;
-        let size = nix::pty::Winsize {
-            ws_row: rows,
-            ws_col: cols,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        let pty = nix::pty::openpty(&size, None)
-            .map_err(|e| format!("cannot open a pseudo-terminal: {e}"))?;
-        let master = pty.master;
-        set_flags(&master).map_err(|e| format!("cannot set up the pseudo-terminal: {e}"))?;
-        let process = Process::spawn_pty(
+        let (master, slave) =
+            open_pty(cols, rows).map_err(|e| format!("cannot open a pseudo-terminal: {e}"))?;
+        let mut process = Process::spawn_pty(
             Spawn {
                 program: &exec.bash,
                 args: vec![
@@ -186,9 +190,10 @@ impl Terminals {
                 env: vec![("TERM".into(), "dumb".into()), ("PS1".into(), "$ ".into())],
             },
             exec.backend.as_ref(),
-            pty.slave,
+            slave,
         )?;
         drop(workdir);
+        process.hold(permit);
         // SAFETY: `master` is an open descriptor the AsyncFd owns (an OwnedFd), so it stays
         // open and the same for the AsyncFd's whole life.
         let master = Arc::new(
@@ -342,20 +347,38 @@ impl Terminals {
     }
 }
 
-fn set_flags(master: &OwnedFd) -> io::Result<()> {
-    let fd = master.as_raw_fd();
-    // SAFETY: fcntl only reads and sets the flags of a descriptor this function borrows.
+/// A pseudo-terminal pair, both ends close-on-exec from the moment they exist (`openpty`
+/// sets the flag afterwards, so a command forked meanwhile by another call would inherit
+/// them), the master non-blocking. The slave reaches only the shell it is handed to as its
+/// standard streams.
+fn open_pty(cols: u16, rows: u16) -> io::Result<(OwnedFd, OwnedFd)> {
+    use nix::fcntl::OFlag;
+    let master = nix::pty::posix_openpt(
+        OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
+    )?;
+    nix::pty::grantpt(&master)?;
+    nix::pty::unlockpt(&master)?;
+    let master = OwnedFd::from(master);
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one `winsize`, which lives across the call; TIOCGPTPEER
+    // takes open flags and returns a new descriptor, owned right away.
     unsafe {
-        let status = libc::fcntl(fd, libc::F_GETFL);
-        let descriptor = libc::fcntl(fd, libc::F_GETFD);
-        if status < 0
-            || descriptor < 0
-            || libc::fcntl(fd, libc::F_SETFL, status | libc::O_NONBLOCK) < 0
-            // The shell must not inherit the master side.
-            || libc::fcntl(fd, libc::F_SETFD, descriptor | libc::FD_CLOEXEC) < 0
-        {
+        if libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) < 0 {
             return Err(io::Error::last_os_error());
         }
+        let slave = libc::ioctl(
+            master.as_raw_fd(),
+            libc::TIOCGPTPEER,
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        if slave < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((master, OwnedFd::from_raw_fd(slave)))
     }
-    Ok(())
 }

@@ -6,7 +6,7 @@
 //! with `ToolCallError` / `toolName` for rejections, and runs the program. Each binding call
 //! becomes a sub-call `<callId>:code:<n>` (numbered in submission order) with `parent` set, so
 //! it skips the Code Mode collapse but meets every policy, guard, approval, timeout and
-//! observer a direct call meets. The scheduler ([`scheduler`]) orders them; its events
+//! observer a direct call meets. The scheduler (`scheduler.rs`) orders them; its events
 //! (`tool/code-dispatch-start`, `tool/code-dispatch`) go to the configured sink, for calls made
 //! by an agent. `run_code` returns only after every sub-call has settled.
 //!

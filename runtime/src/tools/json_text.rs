@@ -14,16 +14,11 @@ pub(crate) fn is_lossless_number(number: &Number) -> bool {
 
 /// Whether a whole value is lossless JSON (the only lossy scalar a `Value` can hold is `-0`).
 pub(crate) fn is_lossless(value: &Value) -> bool {
-    let mut pending = vec![value];
-    while let Some(next) = pending.pop() {
-        match next {
-            Value::Number(n) if !is_lossless_number(n) => return false,
-            Value::Array(items) => pending.extend(items.iter()),
-            Value::Object(map) => pending.extend(map.values()),
-            _ => {}
-        }
-    }
-    true
+    // `json::walk` keeps one iterator per open container, not a pointer per element.
+    crate::json::walk(value, |node, _| match node {
+        Value::Number(n) => is_lossless_number(n),
+        _ => true,
+    })
 }
 
 /// A number as JavaScript's `String(n)` spells it (`1` not `1.0`, `1e+21`, ...).

@@ -10,7 +10,7 @@
 //! 8. `finalize_content`, exactly once for every outcome;
 //! 9. the immutable final result, then result observers.
 //!
-//! The order is visible in three functions that run in sequence: [`prepare`] (1–5),
+//! The order is visible in three functions that run in sequence: `prepare` (1–5),
 //! [`StagedCall::dispatch`] (6) and [`StagedCall::commit`] (7–9). [`Registry::execute`] runs
 //! them back to back; the `run_code` scheduler runs them for many calls, preparing and
 //! committing in one lane while bodies overlap.

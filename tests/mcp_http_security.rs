@@ -1,0 +1,469 @@
+//! `codemode mcp --http` admits only whom it should and bounds what clients can hold: a bearer
+//! token (401 without it), no unauthenticated non-loopback address (exit 2), allowed `Origin`s
+//! only (403), a header timeout that closes half-sent requests while real clients are served,
+//! and a session cap (503) with idle sessions expiring. Each test runs a real server on
+//! loopback and speaks HTTP/1.1 to it over plain sockets.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "4f1c0d6e9b2a7c5e8d3f1a0b";
+
+fn binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    dir.join(format!("codemode{}", std::env::consts::EXE_SUFFIX))
+}
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("codemode-http-{}-{name}", std::process::id()))
+}
+
+/// A running `codemode mcp --http 127.0.0.1:0`, killed when dropped.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(binary());
+        command
+            .args(["mcp", "--http", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("CODEMODE_MCP_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("spawn codemode mcp");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("codemode mcp prints its address")
+                .expect("stderr is text");
+            if let Some(at) = line.find("http://") {
+                let rest = &line[at + "http://".len()..];
+                let end = rest.find('/').expect("an address and a path");
+                break rest[..end].parse().expect("a socket address");
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        Self { child, addr }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+/// A parsed HTTP response.
+#[derive(Debug)]
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends one request on a new connection (closed after the answer) and reads the whole answer.
+fn request(addr: SocketAddr, method: &str, headers: &[(&str, &str)], body: &str) -> Response {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("read timeout");
+    let mut text = format!(
+        "{method} /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        text.push_str(&format!("{name}: {value}\r\n"));
+    }
+    text.push_str("\r\n");
+    text.push_str(body);
+    stream.write_all(text.as_bytes()).expect("send");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).expect("read the answer");
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("an HTTP status line: {answer:?}"));
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    Response {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"security-test","version":"1"}}}"#;
+
+fn initialize(addr: SocketAddr, headers: &[(&str, &str)]) -> Response {
+    request(addr, "POST", headers, INITIALIZE)
+}
+
+/// A token file only this user can read.
+fn token_file(name: &str, mode: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = temp(name);
+    std::fs::write(&path, format!("{TOKEN}\n")).expect("write the token file");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    path
+}
+
+/// `codemode mcp` with `args`, expected to refuse to start: its exit code and stderr.
+fn refused(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let mut command = Command::new(binary());
+    command
+        .arg("mcp")
+        .args(args)
+        .env_remove("CODEMODE_MCP_TOKEN")
+        .stdin(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let out = command.output().expect("run codemode mcp");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_token_is_required_and_compared() {
+    let file = token_file("token", 0o600);
+    let server = Server::start(&["--auth-token-file", &file.display().to_string()], &[]);
+    let missing = initialize(server.addr, &[]);
+    assert_eq!(missing.status, 401, "{missing:?}");
+    let challenge = missing.header("www-authenticate").unwrap_or_default();
+    assert!(challenge.starts_with("Bearer"), "{missing:?}");
+    assert!(missing.header("mcp-session-id").is_none());
+
+    let wrong = initialize(
+        server.addr,
+        &[("Authorization", "Bearer 4f1c0d6e9b2a7c5e8d3f1a0c")],
+    );
+    assert_eq!(wrong.status, 401, "{wrong:?}");
+    assert!(
+        wrong
+            .header("www-authenticate")
+            .unwrap_or_default()
+            .contains("invalid_token"),
+        "{wrong:?}"
+    );
+    let other_scheme = initialize(server.addr, &[("Authorization", &format!("Basic {TOKEN}"))]);
+    assert_eq!(other_scheme.status, 401, "{other_scheme:?}");
+
+    let bearer = format!("Bearer {TOKEN}");
+    let right = initialize(server.addr, &[("Authorization", &bearer)]);
+    assert_eq!(right.status, 200, "{right:?}");
+    assert!(right.header("mcp-session-id").is_some(), "{right:?}");
+    assert!(right.body.contains("\"serverInfo\""), "{right:?}");
+    drop(server);
+
+    // The same from the environment.
+    let server = Server::start(&[], &[("CODEMODE_MCP_TOKEN", TOKEN)]);
+    assert_eq!(initialize(server.addr, &[]).status, 401);
+    assert_eq!(
+        initialize(server.addr, &[("Authorization", &bearer)]).status,
+        200
+    );
+    drop(server);
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn unsafe_token_files_and_short_tokens_are_usage_errors() {
+    let open = token_file("open-token", 0o644);
+    let shown = open.display().to_string();
+    let (code, stderr) = refused(&["--http", "127.0.0.1:0", "--auth-token-file", &shown], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("other users") && stderr.contains("chmod 600"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_file(&open);
+
+    // SAFETY: geteuid cannot fail and touches no memory.
+    if unsafe { libc::geteuid() } == 0 {
+        let foreign = token_file("foreign-token", 0o600);
+        std::os::unix::fs::chown(&foreign, Some(65_534), None).expect("chown as root");
+        let shown = foreign.display().to_string();
+        let (code, stderr) = refused(&["--http", "127.0.0.1:0", "--auth-token-file", &shown], &[]);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
+        let _ = std::fs::remove_file(&foreign);
+    }
+
+    let (code, stderr) = refused(
+        &["--http", "127.0.0.1:0"],
+        &[("CODEMODE_MCP_TOKEN", "short")],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("at least 16"), "{stderr}");
+}
+
+#[test]
+fn a_non_loopback_address_needs_a_token() {
+    let (code, stderr) = refused(&["--http", "0.0.0.0:0"], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("without authentication")
+            && stderr.contains("--auth-token-file")
+            && stderr.contains("127.0.0.1"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn only_allowed_origins_are_served() {
+    let server = Server::start(&["--allowed-origin", "https://app.example.com"], &[]);
+    let evil = initialize(server.addr, &[("Origin", "http://evil.example")]);
+    assert_eq!(evil.status, 403, "{evil:?}");
+    assert!(evil.body.contains("--allowed-origin"), "{evil:?}");
+    let rebinding = initialize(
+        server.addr,
+        &[("Origin", "http://localhost.evil.example:80")],
+    );
+    assert_eq!(rebinding.status, 403, "{rebinding:?}");
+    for origin in [
+        "http://localhost:5173",
+        "http://127.0.0.1",
+        "https://[::1]:8443",
+        "https://app.example.com",
+    ] {
+        let allowed = initialize(server.addr, &[("Origin", origin)]);
+        assert_eq!(allowed.status, 200, "{origin}: {allowed:?}");
+    }
+    assert_eq!(initialize(server.addr, &[]).status, 200, "no Origin at all");
+}
+
+#[test]
+fn half_sent_requests_are_closed_and_do_not_starve_clients() {
+    let server = Server::start(&["--header-timeout-ms", "1000"], &[]);
+    let opened = Instant::now();
+    let stalled: Vec<TcpStream> = (0..200)
+        .map(|_| {
+            let mut stream = TcpStream::connect(server.addr).expect("connect");
+            stream
+                .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl")
+                .expect("send part of the headers");
+            stream
+        })
+        .collect();
+    // A real client is served while they hang.
+    let served = initialize(server.addr, &[]);
+    assert_eq!(served.status, 200, "{served:?}");
+    // Each is closed by the server once the header timeout passes.
+    let deadline = opened + Duration::from_secs(15);
+    for mut stream in stalled {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "half-sent requests still open after 15 s");
+        stream.set_read_timeout(Some(left)).expect("read timeout");
+        let mut sink = Vec::new();
+        match stream.read_to_end(&mut sink) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("the half-sent request was not closed: {e}"),
+        }
+    }
+}
+
+#[test]
+fn at_the_connection_cap_stalled_connections_make_way() {
+    // The header timeout is far away: only making way can serve the client in time.
+    let server = Server::start(
+        &["--max-connections", "20", "--header-timeout-ms", "60000"],
+        &[],
+    );
+    let stalled: Vec<TcpStream> = (0..100)
+        .map(|_| {
+            let mut stream = TcpStream::connect(server.addr).expect("connect");
+            stream
+                .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                .expect("send part of the headers");
+            stream
+        })
+        .collect();
+    let started = Instant::now();
+    let served = initialize(server.addr, &[]);
+    assert_eq!(served.status, 200, "{served:?}");
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(20),
+        "the client waited {waited:?} behind stalled connections"
+    );
+    // The server holds at most the cap (plus the listener and its own descriptors).
+    let descriptors = std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
+        .expect("the server's descriptors")
+        .count();
+    assert!(descriptors < 100, "{descriptors} descriptors open");
+    drop(stalled);
+}
+
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+#[test]
+fn sessions_are_capped_and_idle_ones_expire() {
+    let server = Server::start(&["--max-sessions", "3", "--session-idle-ms", "5000"], &[]);
+    let ids: Vec<String> = (0..3)
+        .map(|_| {
+            let answer = initialize(server.addr, &[]);
+            assert_eq!(answer.status, 200, "{answer:?}");
+            answer
+                .header("mcp-session-id")
+                .expect("a session id")
+                .to_owned()
+        })
+        .collect();
+    let full = initialize(server.addr, &[]);
+    assert_eq!(full.status, 503, "{full:?}");
+    let retry: u64 = full
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("a Retry-After in seconds: {full:?}"));
+    assert!((1..=5).contains(&retry), "{full:?}");
+    assert!(full.body.contains("--max-sessions"), "{full:?}");
+
+    // Refused sessions cost nothing.
+    let before = resident_kib(server.pid());
+    for _ in 0..200 {
+        assert_eq!(initialize(server.addr, &[]).status, 503);
+    }
+    let grown = resident_kib(server.pid()).saturating_sub(before);
+    assert!(
+        grown < 16 * 1024,
+        "200 refused sessions grew the server by {grown} KiB"
+    );
+
+    // Once idle past the limit the sessions are gone and new ones are admitted.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let answer = initialize(server.addr, &[]);
+        if answer.status == 200 {
+            break;
+        }
+        assert_eq!(answer.status, 503, "{answer:?}");
+        assert!(Instant::now() < deadline, "no session expired");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let gone = request(
+        server.addr,
+        "POST",
+        &[
+            ("Mcp-Session-Id", &ids[0]),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ],
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#,
+    );
+    assert_eq!(gone.status, 404, "an expired session is closed: {gone:?}");
+}
+
+#[test]
+fn a_running_call_keeps_its_session_past_the_idle_limit() {
+    let server = Server::start(&["--builtins", "--session-idle-ms", "500"], &[]);
+    let session = open_session(server.addr);
+    let answer = run_code(
+        server.addr,
+        &session,
+        "await tools.sleep({ ms: 1500 }); return 'slept';",
+    );
+    assert!(answer.contains("slept"), "{answer}");
+}
+
+/// A session of its own: initialized, ready for calls. Returns its headers.
+fn open_session(addr: SocketAddr) -> [(&'static str, String); 2] {
+    let answer = initialize(addr, &[]);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let id = answer
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+    let session = [
+        ("Mcp-Session-Id", id),
+        ("MCP-Protocol-Version", "2025-06-18".to_owned()),
+    ];
+    let initialized = request(
+        addr,
+        "POST",
+        &headers(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert_eq!(initialized.status, 202, "{initialized:?}");
+    session
+}
+
+fn headers<'a>(session: &'a [(&'static str, String); 2]) -> [(&'static str, &'a str); 2] {
+    [
+        (session[0].0, session[0].1.as_str()),
+        (session[1].0, session[1].1.as_str()),
+    ]
+}
+
+/// Runs `code` through `run_code` in `session` and returns the answer's text.
+fn run_code(addr: SocketAddr, session: &[(&'static str, String); 2], code: &str) -> String {
+    let call = serde_json::json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "run_code", "arguments": {"code": code, "description": "Test"}},
+    });
+    let answer = request(addr, "POST", &headers(session), &call.to_string());
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.body
+}
+
+#[test]
+fn the_job_limit_holds_across_sessions() {
+    let root = temp("jobs-root");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("workspace");
+    let root_arg = root.display().to_string();
+    let server = Server::start(&["--exec", "--root", &root_arg, "--max-jobs", "1"], &[]);
+    let start = "const job = await tools.bash({ command: 'sleep 30', description: 'Sleep', run_in_background: true }); return job.kind;";
+    let first = open_session(server.addr);
+    let answer = run_code(server.addr, &first, start);
+    assert!(answer.contains("background"), "{answer}");
+    let second = open_session(server.addr);
+    let answer = run_code(server.addr, &second, start);
+    assert!(
+        answer.contains("across all sessions, the most this server allows"),
+        "{answer}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&root);
+}
