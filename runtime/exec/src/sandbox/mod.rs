@@ -78,7 +78,7 @@ impl std::fmt::Display for Protections {
                 "own hostname, network and IPC namespaces (no user namespace); "
             }
             Namespaces::Shared => {
-                "no namespaces (the host's hostname and network, limited by Landlock alone); "
+                "no namespaces (the host's hostname and network, limited by Landlock alone; as a user other than root, codemode's own /proc/PID/environ is readable by commands); "
             }
         })?;
         match &self.unix_sockets {
