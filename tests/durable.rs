@@ -1070,3 +1070,28 @@ async fn resumed_runs_share_no_randomness() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_run_too_large_for_this_processs_memory_cap_is_refused_and_stays_resumable() {
+    let dir = state_dir("capped");
+    let run_id = pause_one(&dir);
+    let (code, _, stderr) = cli(
+        &[
+            "resume",
+            &run_id,
+            "--reply",
+            "1=1",
+            "--memory-mb",
+            "256",
+            "--max-memory-mb",
+            "256",
+        ],
+        &dir,
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("where the cap is larger"), "{stderr}");
+    let (code, done, stderr) = cli(&["resume", &run_id, "--reply", "1=1", "--json"], &dir);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(done["result"], json!(1));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -397,6 +397,16 @@ impl WasmCodeRuntime {
             .await
             .map_err(RunRejection::Pause)?;
         let replies = match_replies(&loaded.header, resume.replies)?;
+        // A run that could never be admitted here is refused before it is consumed, so another
+        // process (with a larger cap) can still resume it.
+        if let Some(cap) = self.current_memory_cap() {
+            if loaded.header.budgets.memory_mb > cap.mb {
+                return Err(RunRejection::Pause(format!(
+                    "run {} needs {} MiB of memory, more than all runs of this process may hold at once ({} MiB); resume it where the cap is larger (--max-memory-mb)",
+                    resume.run_id, loaded.header.budgets.memory_mb, cap.mb
+                )));
+            }
+        }
         durability
             .claim(&loaded)
             .await

@@ -198,6 +198,10 @@ async fn descriptors_codemode_holds_do_not_reach_commands() {
     // SAFETY: `fd` was just opened and is owned here.
     let _held = unsafe { OwnedFd::from_raw_fd(fd) };
     for kind in [Kind::Local, Kind::Sandbox] {
+        // Inheritable again: the local backend marks this process's descriptors before it
+        // spawns, which must not stand in for the sandbox's own marking.
+        // SAFETY: fcntl on a descriptor this test owns.
+        assert_eq!(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) }, 0);
         let rig = rig(kind, ExecConfig::default()).expect("rig");
         let agent = AgentScope::root();
         let tried = output(
@@ -215,7 +219,14 @@ async fn descriptors_codemode_holds_do_not_reach_commands() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminal_reaches_only_its_own_shell() {
-    let rig = rig(Kind::Local, ExecConfig::default()).expect("local");
+    for kind in [Kind::Sandbox, Kind::Local] {
+        terminals_beside_commands(kind).await;
+    }
+}
+
+/// Opens 4 terminals while 32 commands list their descriptors: none may hold a terminal's.
+async fn terminals_beside_commands(kind: Kind) {
+    let rig = rig(kind, ExecConfig::default()).expect("rig");
     let agents: Vec<AgentScope> = (0..4).map(|_| AgentScope::root()).collect();
     let checks = (0..32).map(|_| {
         output(
@@ -235,7 +246,10 @@ async fn a_terminal_reaches_only_its_own_shell() {
         assert!(!opened.is_error(), "{}", opened.text());
     }
     for seen in checks {
-        assert_eq!(seen, "0\n", "a command held a terminal's descriptor");
+        assert_eq!(
+            seen, "0\n",
+            "{kind:?}: a command held a terminal's descriptor"
+        );
     }
     rig.exec.shutdown().await;
 }

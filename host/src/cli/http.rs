@@ -558,7 +558,8 @@ impl Connections {
             let (&id, _) = live
                 .iter()
                 .filter(|(_, conn)| conn.running.load(Ordering::Acquire) == 0)
-                .min_by_key(|(_, conn)| conn.last.load(Ordering::Relaxed))?;
+                // Compared as instants: each connection counts its milliseconds from its start.
+                .min_by_key(|(_, conn)| conn.last())?;
             if let Some(victim) = live.remove(&id) {
                 victim.evicted.cancel();
             }

@@ -338,7 +338,9 @@ impl SessionManager for BoundedSessions {
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.touch(id);
-        Ok(standalone_stream(&self.inner, id).await?)
+        // A client listening for notifications is using its session.
+        let stream = standalone_stream(&self.inner, id).await?;
+        Ok(self.running(id, stream))
     }
 
     async fn resume(

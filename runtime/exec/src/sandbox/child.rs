@@ -145,7 +145,7 @@ fn drop_capabilities() -> io::Result<()> {
         // SAFETY: prctl with integer arguments reads no memory.
         unsafe {
             check(libc::prctl(libc::PR_SET_SECUREBITS, SECURE_BITS, 0, 0, 0))?;
-            let mut cap = 0;
+            let mut cap: libc::c_ulong = 0;
             // The kernel refuses the first number past its last capability.
             while libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 {
                 cap += 1;

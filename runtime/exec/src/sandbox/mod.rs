@@ -12,7 +12,8 @@
 //!   and abstract unix sockets; a kernel below ABI 6 is refused when the backend is created,
 //!   never silently run unconfined;
 //! - path-named unix sockets: Landlock from ABI 9, else a seccomp filter (`seccomp.rs`) that
-//!   refuses creating unix sockets at all;
+//!   refuses creating unix sockets at all; without a network namespace, the same filter refuses
+//!   IP and packet sockets (Landlock cuts only TCP);
 //! - descriptors: none but 0–2 survive exec;
 //! - environment: a short list of harmless variables, plus the names passed through.
 //!
@@ -52,6 +53,19 @@ pub struct Protections {
     pub namespaces: Namespaces,
     /// How connecting to path-named unix sockets is stopped.
     pub unix_sockets: UnixSockets,
+    /// How the network is cut.
+    pub network: Network,
+}
+
+/// How commands are kept off the network.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Network {
+    /// An empty network namespace of their own.
+    Namespace,
+    /// No namespace: Landlock refuses TCP, seccomp refuses creating IP and packet sockets.
+    SocketsRefused,
+    /// No namespace and no seccomp filter: only TCP is refused; the reason.
+    TcpOnly(String),
 }
 
 /// How path-named unix sockets outside the workspace are kept out of reach.
@@ -78,9 +92,16 @@ impl std::fmt::Display for Protections {
                 "own hostname, network and IPC namespaces (no user namespace); "
             }
             Namespaces::Shared => {
-                "no namespaces (the host's hostname and network, limited by Landlock alone; as a user other than root, codemode's own /proc/PID/environ is readable by commands); "
+                "no namespaces (the host's hostname; as a user other than root, codemode's own /proc/PID/environ is readable by commands); "
             }
         })?;
+        match &self.network {
+            Network::Namespace => {}
+            Network::SocketsRefused => {
+                f.write_str("IP and packet sockets cannot be created (seccomp); ")?
+            }
+            Network::TcpOnly(why) => write!(f, "UDP and other protocols NOT blocked ({why}); ")?,
+        }
         match &self.unix_sockets {
             UnixSockets::Landlock => f.write_str("unix sockets outside the workspace refused (Landlock)"),
             UnixSockets::CreationRefused => f.write_str(
@@ -117,25 +138,36 @@ impl Sandbox {
         let ruleset = Arc::new(rules::build(abi, &workspace, &temp).inspect_err(|_| {
             let _ = std::fs::remove_dir_all(&temp);
         })?);
-        let (seccomp, unix_sockets) = if abi >= rules::UNIX_SOCKET_ABI {
-            (None, UnixSockets::Landlock)
-        } else {
-            match seccomp::unix_socket_filter() {
-                Ok(filter) => (Some(filter), UnixSockets::CreationRefused),
-                Err(why) => (None, UnixSockets::Reachable(why)),
-            }
-        };
-        let (plan, namespaces) = [Namespaces::User, Namespaces::Isolated, Namespaces::Shared]
+        let candidates =
+            [Namespaces::User, Namespaces::Isolated, Namespaces::Shared].map(|namespaces| {
+                let refuse = seccomp::Refuse {
+                    unix_sockets: abi < rules::UNIX_SOCKET_ABI,
+                    ip_sockets: namespaces == Namespaces::Shared,
+                };
+                (namespaces, seccomp::filter(refuse))
+            });
+        let (plan, namespaces, filtered) = candidates
             .into_iter()
-            .map(|namespaces| {
-                let plan = Plan::new(ruleset.clone(), namespaces, seccomp.clone());
-                (Arc::new(plan), namespaces)
+            .map(|(namespaces, filter)| {
+                let program = filter.as_ref().ok().cloned().flatten();
+                let plan = Plan::new(ruleset.clone(), namespaces, program);
+                (Arc::new(plan), namespaces, filter.map(|_| ()))
             })
-            .find(|(plan, _)| plan_works(plan))
+            .find(|(plan, _, _)| plan_works(plan))
             .ok_or_else(|| {
                 let _ = std::fs::remove_dir_all(&temp);
                 "this kernel cannot enforce the sandbox: a confined test process could not start (dropping capabilities, no_new_privs, seccomp or Landlock failed)".to_owned()
             })?;
+        let unix_sockets = match (&filtered, abi >= rules::UNIX_SOCKET_ABI) {
+            (_, true) => UnixSockets::Landlock,
+            (Ok(()), false) => UnixSockets::CreationRefused,
+            (Err(why), false) => UnixSockets::Reachable(why.clone()),
+        };
+        let network = match (namespaces, filtered) {
+            (Namespaces::User | Namespaces::Isolated, _) => Network::Namespace,
+            (Namespaces::Shared, Ok(())) => Network::SocketsRefused,
+            (Namespaces::Shared, Err(why)) => Network::TcpOnly(why),
+        };
         Ok(Self {
             plan,
             temp,
@@ -144,6 +176,7 @@ impl Sandbox {
                 landlock_abi: abi,
                 namespaces,
                 unix_sockets,
+                network,
             },
         })
     }
