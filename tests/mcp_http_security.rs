@@ -405,6 +405,9 @@ fn a_running_call_keeps_its_session_past_the_idle_limit() {
         "await tools.sleep({ ms: 1500 }); return 'slept';",
     );
     assert!(answer.contains("slept"), "{answer}");
+    // The session outlived the call: the next request in it is served.
+    let again = run_code(server.addr, &session, "return 'still here';");
+    assert!(again.contains("still here"), "{again}");
 }
 
 /// A session of its own: initialized, ready for calls. Returns its headers.
