@@ -69,18 +69,18 @@ impl Budgets {
         positive("computeMs", self.compute_ms)?;
         positive("maxWallMs", self.wall_ms)?;
         positive("memoryMb", self.memory_mb)?;
-        if self.compute_ms > MAX_COMPUTE_MS {
-            return Err(BudgetError {
-                key: "computeMs",
-                problem: format!("must be at most {MAX_COMPUTE_MS}, got {}", self.compute_ms),
-            });
-        }
-        if self.wall_ms > MAX_WALL_MS {
-            return Err(BudgetError {
-                key: "maxWallMs",
-                problem: format!("must be at most {MAX_WALL_MS}, got {}", self.wall_ms),
-            });
-        }
+        let at_most = |key, v: u64, max: u64| {
+            if v > max {
+                Err(BudgetError {
+                    key,
+                    problem: format!("must be at most {max}, got {v}"),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        at_most("computeMs", self.compute_ms, MAX_COMPUTE_MS)?;
+        at_most("maxWallMs", self.wall_ms, MAX_WALL_MS)?;
         if self.max_output_bytes < MIN_OUTPUT_BYTES || self.max_output_bytes > (1 << 53) {
             return Err(BudgetError {
                 key: "maxOutputBytes",

@@ -836,27 +836,25 @@ async fn take_memory<'a>(
             .with_cause(FailureCause::Memory))
         }
     };
-    if let Ok(permit) = cap.permits.try_acquire_many(needed) {
-        return Ok(permit);
-    }
-    tokio::select! {
-        biased;
-        reason = control.aborted() => Err(failure_from_stop(&Stop::Aborted(reason), budgets)),
-        () = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {
-            Err(RunFailure::new(
-                FailureKind::Timeout,
-                format!(
-                    "wall-clock ceiling reached ({}ms) while waiting to start: the runs in progress hold the memory this runtime lets runs use at once ({} MiB), and this run needs {} MiB; retry when fewer runs are in progress, or raise the cap (--max-memory-mb on the CLI)",
-                    budgets.wall_ms, cap.mb, budgets.memory_mb
-                ),
-            )
-            .with_cause(FailureCause::Wall))
-        }
-        // The semaphore is never closed.
-        permit = cap.permits.acquire_many(needed) => {
-            permit.map_err(|_| failure_from_stop(&Stop::Settled, budgets))
-        }
-    }
+    let waited_for_memory = || {
+        RunFailure::new(
+            FailureKind::Timeout,
+            format!(
+                "wall-clock ceiling reached ({}ms) while waiting to start: the runs in progress hold the memory this runtime lets runs use at once ({} MiB), and this run needs {} MiB; retry when fewer runs are in progress, or raise the cap (--max-memory-mb on the CLI)",
+                budgets.wall_ms, cap.mb, budgets.memory_mb
+            ),
+        )
+        .with_cause(FailureCause::Wall)
+    };
+    wait_for_permit(
+        cap.permits.try_acquire_many(needed),
+        cap.permits.acquire_many(needed),
+        control,
+        deadline,
+        budgets,
+        waited_for_memory,
+    )
+    .await
 }
 
 /// Waits for one of the engine's instance slots, within the run's wall budget and until its
@@ -867,17 +865,37 @@ async fn take_slot<'a>(
     deadline: Instant,
     budgets: &Budgets,
 ) -> Result<SemaphorePermit<'a>, RunFailure> {
-    if let Ok(permit) = slots.try_acquire() {
+    let waited = || failure_from_stop(&Stop::Wall, budgets);
+    wait_for_permit(
+        slots.try_acquire(),
+        slots.acquire(),
+        control,
+        deadline,
+        budgets,
+        waited,
+    )
+    .await
+}
+
+/// A permit at once when `now` has one, else from `acquire` within the run's wall budget
+/// (past it, `waited` says what for) and until its abort.
+async fn wait_for_permit<'a>(
+    now: Result<SemaphorePermit<'a>, tokio::sync::TryAcquireError>,
+    acquire: impl std::future::Future<Output = Result<SemaphorePermit<'a>, tokio::sync::AcquireError>>,
+    control: &AbortSignal,
+    deadline: Instant,
+    budgets: &Budgets,
+    waited: impl FnOnce() -> RunFailure,
+) -> Result<SemaphorePermit<'a>, RunFailure> {
+    if let Ok(permit) = now {
         return Ok(permit);
     }
     tokio::select! {
         biased;
         reason = control.aborted() => Err(failure_from_stop(&Stop::Aborted(reason), budgets)),
-        () = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {
-            Err(failure_from_stop(&Stop::Wall, budgets))
-        }
-        // The semaphore is never closed.
-        permit = slots.acquire() => permit.map_err(|_| failure_from_stop(&Stop::Settled, budgets)),
+        () = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => Err(waited()),
+        // The semaphores are never closed.
+        permit = acquire => permit.map_err(|_| failure_from_stop(&Stop::Settled, budgets)),
     }
 }
 

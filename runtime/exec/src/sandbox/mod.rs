@@ -112,9 +112,11 @@ impl std::fmt::Display for Protections {
     }
 }
 
+const NOTHING_STARTS: &str = "this kernel cannot enforce the sandbox: a confined test process could not start (dropping capabilities, no_new_privs, seccomp or Landlock failed)";
+
 pub struct Sandbox {
     plan: Arc<Plan>,
-    temp: PathBuf,
+    temp: PrivateTemp,
     pass_env: Vec<String>,
     protections: Protections,
 }
@@ -134,30 +136,23 @@ impl Sandbox {
         let workspace = workspace
             .canonicalize()
             .map_err(|e| format!("the workspace {} cannot be used: {e}", workspace.display()))?;
-        let temp = private_temp_dir()?;
-        let ruleset = Arc::new(rules::build(abi, &workspace, &temp).inspect_err(|_| {
-            let _ = std::fs::remove_dir_all(&temp);
-        })?);
-        let candidates =
-            [Namespaces::User, Namespaces::Isolated, Namespaces::Shared].map(|namespaces| {
-                let refuse = seccomp::Refuse {
-                    unix_sockets: abi < rules::UNIX_SOCKET_ABI,
-                    ip_sockets: namespaces == Namespaces::Shared,
-                };
-                (namespaces, seccomp::filter(refuse))
-            });
-        let (plan, namespaces, filtered) = candidates
-            .into_iter()
-            .map(|(namespaces, filter)| {
-                let program = filter.as_ref().ok().cloned().flatten();
-                let plan = Plan::new(ruleset.clone(), namespaces, program);
-                (Arc::new(plan), namespaces, filter.map(|_| ()))
-            })
-            .find(|(plan, _, _)| plan_works(plan))
-            .ok_or_else(|| {
-                let _ = std::fs::remove_dir_all(&temp);
-                "this kernel cannot enforce the sandbox: a confined test process could not start (dropping capabilities, no_new_privs, seccomp or Landlock failed)".to_owned()
-            })?;
+        let temp = PrivateTemp::create()?;
+        let ruleset = Arc::new(rules::build(abi, &workspace, &temp.0)?);
+        // The first of these the kernel lets a throwaway command start under.
+        let (plan, namespaces, filtered) =
+            [Namespaces::User, Namespaces::Isolated, Namespaces::Shared]
+                .into_iter()
+                .map(|namespaces| {
+                    let filter = seccomp::filter(seccomp::Refuse {
+                        unix_sockets: abi < rules::UNIX_SOCKET_ABI,
+                        ip_sockets: namespaces == Namespaces::Shared,
+                    });
+                    let program = filter.as_ref().ok().cloned().flatten();
+                    let plan = Plan::new(ruleset.clone(), namespaces, program);
+                    (Arc::new(plan), namespaces, filter.map(|_| ()))
+                })
+                .find(|(plan, _, _)| plan_works(plan))
+                .ok_or(NOTHING_STARTS)?;
         let unix_sockets = match (&filtered, abi >= rules::UNIX_SOCKET_ABI) {
             (_, true) => UnixSockets::Landlock,
             (Ok(()), false) => UnixSockets::CreationRefused,
@@ -183,7 +178,7 @@ impl Sandbox {
 
     /// The private temporary directory (`TMPDIR` of every confined process).
     pub fn temp_dir(&self) -> &Path {
-        &self.temp
+        &self.temp.0
     }
 
     /// What the kernel enforces for this sandbox.
@@ -192,29 +187,39 @@ impl Sandbox {
     }
 }
 
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.temp);
+/// The sandbox's private temporary directory, removed with it.
+struct PrivateTemp(PathBuf);
+
+impl PrivateTemp {
+    fn create() -> Result<Self, String> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "codemode-sandbox-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut builder = std::fs::DirBuilder::new();
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(&dir).map_err(|e| {
+            format!(
+                "cannot create the sandbox's temporary directory {}: {e}",
+                dir.display()
+            )
+        })?;
+        match dir.canonicalize() {
+            Ok(resolved) => Ok(Self(resolved)),
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                Err(format!("cannot resolve {}: {e}", dir.display()))
+            }
+        }
     }
 }
 
-fn private_temp_dir() -> Result<PathBuf, String> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "codemode-sandbox-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let mut builder = std::fs::DirBuilder::new();
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(&dir).map_err(|e| {
-        format!(
-            "cannot create the sandbox's temporary directory {}: {e}",
-            dir.display()
-        )
-    })?;
-    dir.canonicalize()
-        .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))
+impl Drop for PrivateTemp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Whether a throwaway child confined by `plan` starts and exits cleanly.
@@ -243,7 +248,7 @@ impl Backend for Sandbox {
 
     fn environment(&self) -> Vec<(OsString, OsString)> {
         let mut env = crate::environment::minimal(&self.pass_env);
-        env.push(("TMPDIR".into(), self.temp.clone().into()));
+        env.push(("TMPDIR".into(), self.temp.0.clone().into()));
         env
     }
 
