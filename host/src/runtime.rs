@@ -8,6 +8,7 @@ use codemode_runtime::code::{
     validate_bindings, BoxFuture, CodeRuntime, FailureKind, Reply, Resume, RunFailure,
     RunRejection, RunRequest, RunResult,
 };
+use codemode_runtime::code::Language;
 use codemode_runtime::signal::{AbortController, AbortSignal};
 use tokio::sync::Notify;
 use wasmtime::{InstancePre, Module};
@@ -507,8 +508,8 @@ fn match_replies(
 }
 
 impl CodeRuntime for WasmCodeRuntime {
-    fn language(&self) -> &str {
-        "typescript"
+    fn language(&self) -> Language {
+        Language::TypeScript
     }
 
     fn isolation(&self) -> &str {

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::signal::AbortSignal;
+pub use codemode_sdk_gen::Language;
 
 pub use futures::future::BoxFuture;
 
@@ -328,8 +329,8 @@ pub enum RunRejection {
 
 /// A sandbox that runs programs. Implementations: `codemode_host::WasmCodeRuntime`.
 pub trait CodeRuntime: Send + Sync {
-    /// The language programs are written in (`"typescript"`).
-    fn language(&self) -> &str;
+    /// The language programs are written in.
+    fn language(&self) -> Language;
     /// How runs are isolated (`"wasm"`). Informational, not a security claim by itself.
     fn isolation(&self) -> &str;
     /// Runs one program. Resolves with every program outcome; rejects only on misuse.

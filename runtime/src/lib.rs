@@ -3,7 +3,8 @@
 #![warn(missing_docs)]
 
 pub mod code;
-pub mod json;
+/// Lossless JSON, codemode's one definition of it (the `codemode-json` crate).
+pub use codemode_json as json;
 pub mod ledger;
 pub mod run_code;
 pub mod signal;

@@ -87,7 +87,7 @@ fn is_safe_integer_bound(value: &Value) -> bool {
 }
 
 /// Compact JSON of a scalar, or of an array/object whose members are all scalars. Deeper values
-/// are left out rather than serialised (serialisation recurses, and they would not fit anyway).
+/// are left out: they would not fit on an annotation's line.
 fn shallow_json(value: &Value) -> Option<String> {
     let is_scalar = |v: &Value| !matches!(v, Value::Array(_) | Value::Object(_));
     let shallow = match value {
@@ -96,7 +96,7 @@ fn shallow_json(value: &Value) -> Option<String> {
         _ => true,
     };
     if shallow {
-        serde_json::to_string(value).ok()
+        Some(codemode_json::to_string(value))
     } else {
         None
     }

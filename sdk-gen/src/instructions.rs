@@ -1,5 +1,4 @@
-//! The model-facing instruction texts that open the `tools:sdk` section, one per language, and the
-//! code-only rule. They are prompt text, part of the cacheable prefix: change them deliberately.
+//! The model-facing instruction texts that open the SDK text, one per language. They are prompt text, part of the cacheable prefix: change them deliberately.
 
 /// Opens the TypeScript section; the declarations follow in a ```` ```ts ```` block.
 pub const TYPESCRIPT_INSTRUCTIONS: &str = "## Writing code for run_code
@@ -24,6 +23,3 @@ Call `run_code` with two required arguments: `code`, the body of an async Python
 - Use `print(...)` and/or a top-level `return <value>`: only what you print or return is program output, so curate it; images from tool results are attached after the run.
 
 The available tools:";
-
-/// The `tools:code-only` text in `code` mode.
-pub const CODE_ONLY_RULE: &str = "`run_code` is the only tool you can call directly — a tool call naming any other tool fails. Reach every tool the SDK declares below from inside the program.";

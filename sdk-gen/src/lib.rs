@@ -1,6 +1,11 @@
-//! Renders the tools an agent can see as the `tools:sdk` prompt section: a compact, exact
+//! Renders the tools an agent can see as the `tools:sdk` prompt text: a compact, exact
 //! TypeScript (or Python) declaration of every tool, preceded by the instructions for writing a
-//! `run_code` program against it, plus the `tools:code-only` rule.
+//! `run_code` program against it.
+//!
+//! A leaf: a pure function of tool schemas, with no knowledge of registries, modes or runtimes
+//! (`codemode_runtime::run_code::prompt` assembles the prompt sections from a registry with
+//! it). JSON values are written by `codemode-json`, the one definition every codemode crate
+//! shares. The `cli` feature (on by default) adds the `codemode-sdk` binary.
 //!
 //! Architecture invariant: the output is a pure function of the *set* of tools. Tool order, key
 //! order in schemas and repeated calls never change a byte, so the prompt prefix stays cacheable.
@@ -24,25 +29,18 @@
 #![warn(missing_docs)]
 
 mod annotations;
-mod assembly;
 mod discovery;
 mod input;
 mod instructions;
 mod python;
 mod refs;
 mod sdk;
-mod sections;
 mod shape;
 mod text;
 mod typescript;
 
-pub use assembly::{language_of, prompt_sections, sdk_tools, wire_tools, AssemblyError};
 pub use discovery::{estimate_tokens, render_declarations, search, tool_index};
 pub use input::{parse_tool_list, tool_list_from_value, InputError};
-pub use instructions::{CODE_ONLY_RULE, PYTHON_INSTRUCTIONS, TYPESCRIPT_INSTRUCTIONS};
+pub use instructions::{PYTHON_INSTRUCTIONS, TYPESCRIPT_INSTRUCTIONS};
 pub use sdk::{render_sdk, Language, ToolSchema};
-pub use sections::{
-    code_only_section, sdk_section, PromptSection, ToolsMode, CODE_ONLY_SECTION_ID,
-    CODE_ONLY_SECTION_ORDER, SDK_SECTION_ID, SDK_SECTION_ORDER,
-};
 pub use shape::MAX_DEPTH;

@@ -3,7 +3,7 @@
 //! Exit codes: 0 printed; 2 the input could not be read or is not a valid tool list (the message
 //! names the tool and the JSON path). Usage errors also exit 2, as clap does.
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use codemode_sdk_gen::{parse_tool_list, render_sdk, Language};
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -18,17 +18,11 @@ struct Cli {
     /// The tool list file; `-` or nothing reads standard input.
     file: Option<String>,
     /// The language programs are written in.
-    #[arg(long, value_enum, default_value_t = Lang::Typescript)]
-    lang: Lang,
+    #[arg(long, value_enum, default_value_t = Language::TypeScript)]
+    lang: Language,
     /// Prepended to every tool name, e.g. `mcp__fs__` for tools of an MCP server named fs.
     #[arg(long, default_value = "")]
     prefix: String,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Lang {
-    Typescript,
-    Python,
 }
 
 const INPUT_ERROR: u8 = 2;
@@ -43,11 +37,7 @@ fn main() -> ExitCode {
         Ok(tools) => tools,
         Err(error) => return fail(&format!("{source}: {error}")),
     };
-    let language = match cli.lang {
-        Lang::Typescript => Language::TypeScript,
-        Lang::Python => Language::Python,
-    };
-    let sdk = render_sdk(&tools, language);
+    let sdk = render_sdk(&tools, cli.lang);
     let mut stdout = std::io::stdout().lock();
     match writeln!(stdout, "{sdk}").and_then(|()| stdout.flush()) {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,43 +8,74 @@ use serde_json::Value;
 use std::cmp::Ordering;
 
 /// One tool as the model sees it: JSON Schema values for its parameters and (optional) output.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// This is codemode's one model-facing projection of a tool. Serialised, it is the wire form a
+/// registry lists (`{name, description, parameters}`, plus `output` when it is set).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ToolSchema {
     /// The name the program calls the tool by.
     pub name: String,
     /// The tool's description, printed as its doc comment.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The argument schema.
     pub parameters: Value,
     /// `None` types the result as any JSON value.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
 }
 
 /// The language programs are written in, which decides the SDK's language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Language {
     /// TypeScript programs, with a TypeScript declaration of the tools.
+    #[cfg_attr(feature = "cli", value(name = "typescript"))]
     TypeScript,
     /// Python programs, with a Python declaration of the tools.
+    #[cfg_attr(feature = "cli", value(name = "python"))]
     Python,
 }
 
 impl Language {
-    /// The names the runtime uses for its languages.
+    /// Every language, in the order they are listed to users.
+    pub const ALL: [Language; 2] = [Language::TypeScript, Language::Python];
+
+    /// The language a runtime names (`typescript`, `python`).
     pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "typescript" => Some(Self::TypeScript),
-            "python" => Some(Self::Python),
-            _ => None,
-        }
+        Self::ALL
+            .into_iter()
+            .find(|language| language.name() == name)
     }
 
-    /// The runtime's name for the language, the inverse of [`Language::from_name`].
+    /// The name runtimes and the command line use, the inverse of [`Language::from_name`].
     pub fn name(self) -> &'static str {
         match self {
             Self::TypeScript => "typescript",
             Self::Python => "python",
         }
+    }
+
+    /// The name people write (`TypeScript`, `Python`).
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::TypeScript => "TypeScript",
+            Self::Python => "Python",
+        }
+    }
+
+    /// The instructions that open this language's SDK text, before its declarations.
+    pub fn instructions(self) -> &'static str {
+        match self {
+            Self::TypeScript => crate::instructions::TYPESCRIPT_INSTRUCTIONS,
+            Self::Python => crate::instructions::PYTHON_INSTRUCTIONS,
+        }
+    }
+}
+
+impl std::fmt::Display for Language {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -60,8 +60,9 @@ pub fn is_ts_identifier(name: &str) -> bool {
 
 /// A JSON string literal for `text` (also a valid TypeScript and Python string literal).
 pub fn json_quote(text: &str) -> String {
-    // Serialising a `&str` only fails for writers that fail; a `String` writer never does.
-    serde_json::to_string(text).unwrap_or_else(|_| String::from("\"\""))
+    let mut quoted = String::with_capacity(text.len() + 2);
+    codemode_json::write_string(text, &mut quoted);
+    quoted
 }
 
 /// Python's hard keywords, which can be neither method nor field names.

@@ -126,8 +126,8 @@ pub fn write_type(arena: &Arena, id: ShapeId, indent: usize, out: &mut String) {
                 if i > 0 {
                     out.push_str(" | ");
                 }
-                // Literals are scalars (lowering guarantees it), so this never recurses deeply.
-                out.push_str(&serde_json::to_string(value).unwrap_or_else(|_| "unknown".into()));
+                // Written as a program would see the value (`1` for `1.0`, `1e+21`).
+                codemode_json::write(value, out);
             }
         }
         Shape::Array(None) => out.push_str("JsonValue[]"),

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use codemode_sdk_gen::Language;
 
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_PROGRAM_FAILED: u8 = 1;
@@ -237,16 +238,10 @@ pub struct McpArgs {
 #[derive(Args)]
 pub struct SdkArgs {
     /// Language of the SDK text.
-    #[arg(long, value_enum, default_value_t = SdkLanguage::Typescript)]
-    pub lang: SdkLanguage,
+    #[arg(long, value_enum, default_value_t = Language::TypeScript)]
+    pub lang: Language,
     #[command(flatten)]
     pub tools: ToolArgs,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum SdkLanguage {
-    Typescript,
-    Python,
 }
 
 #[derive(Args)]

@@ -2,10 +2,10 @@
 //! with the same flags (`--deny` and `--allow` leave tools out).
 
 use codemode_runtime::tools::ToolMode;
-use codemode_sdk_gen::{render_sdk, Language};
+use codemode_sdk_gen::render_sdk;
 
 use super::session::ToolSession;
-use super::{SdkArgs, SdkLanguage, EXIT_OK, EXIT_USAGE};
+use super::{SdkArgs, EXIT_OK, EXIT_USAGE};
 
 pub async fn sdk(args: &SdkArgs) -> u8 {
     let session = match ToolSession::new(&args.tools, true, ToolMode::Code).await {
@@ -15,10 +15,6 @@ pub async fn sdk(args: &SdkArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let language = match args.lang {
-        SdkLanguage::Typescript => Language::TypeScript,
-        SdkLanguage::Python => Language::Python,
-    };
-    println!("{}", render_sdk(&session.sdk_tools(), language));
+    println!("{}", render_sdk(&session.sdk_tools(), args.lang));
     EXIT_OK
 }

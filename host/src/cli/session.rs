@@ -14,7 +14,8 @@ use codemode_runtime::tools::plugins::{policy::Policy, timeout};
 use codemode_runtime::tools::{
     AgentScope, ApprovalHook, RegistrationGuard, Registry, ToolMode, RUN_CODE_NAME,
 };
-use codemode_sdk_gen::{sdk_tools, ToolSchema};
+use codemode_runtime::run_code::prompt::sdk_tools;
+use codemode_sdk_gen::ToolSchema;
 
 use codemode_exec::backend::{Backend, Local};
 use codemode_exec::sandbox::{Sandbox, SandboxOptions};

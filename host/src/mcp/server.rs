@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use codemode_runtime::run_code::prompt::{run_code_description, sdk_tools, SEARCH_TOOLS_NAME};
 use codemode_runtime::run_code::Flavor;
 use codemode_runtime::signal::AbortController;
 use codemode_runtime::tools::plugins::policy::Policy;
@@ -24,9 +25,7 @@ use codemode_runtime::tools::{
     AgentScope, ApprovalHook, ApprovalOutcome, ApprovalRequest, ContentBlock, Registry,
     ToolExecutionInput, ToolExecutionResult, RUN_CODE_NAME,
 };
-use codemode_sdk_gen::{
-    estimate_tokens, render_declarations, render_sdk, search, tool_index, Language, ToolSchema,
-};
+use codemode_sdk_gen::{render_declarations, search, Language, ToolSchema};
 use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequestParams,
@@ -37,8 +36,6 @@ use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{json, Value};
 
-/// The tool that returns typed declarations under progressive discovery.
-pub const SEARCH_TOOLS: &str = "search_tools";
 /// Most declarations one search returns.
 const MAX_SEARCH_LIMIT: u64 = 50;
 /// How often a long call reports progress.
@@ -62,6 +59,8 @@ pub struct Served {
     native: HashSet<String>,
     /// The SDK's tools, when the description only lists them.
     discovery: Option<Vec<ToolSchema>>,
+    /// The language programs (and so declarations) are written in.
+    language: Language,
     /// The client of each live session, by the session's agent id, for approvals.
     peers: Mutex<HashMap<u64, Weak<ClientSlot>>>,
     calls: AtomicU64,
@@ -71,25 +70,6 @@ pub struct Served {
 
 /// What runs when a session ends, with the session's agent id.
 pub type SessionEndHook = Arc<dyn Fn(u64) + Send + Sync>;
-
-/// `run_code`'s description and whether discovery is on, for the SDK of `tools`.
-pub fn run_code_description(
-    flavor: &Flavor,
-    tools: &[ToolSchema],
-    budget: usize,
-) -> (String, bool) {
-    let sdk = render_sdk(tools, Language::TypeScript);
-    if estimate_tokens(&sdk) <= budget {
-        return (format!("{}\n\n{sdk}", flavor.description), false);
-    }
-    let instructions = sdk.split("\n\n```").next().unwrap_or_default();
-    let description = format!(
-        "{}\n\n{instructions}\n\n{}\nThese are the tools' names only: before calling one, call `{SEARCH_TOOLS}` with words from its name or purpose to get its typed declaration.",
-        flavor.description,
-        tool_index(tools)
-    );
-    (description, true)
-}
 
 fn tool(name: &str, description: String, input: Value, output: Option<Value>) -> Option<Tool> {
     let mut tool = json!({"name": name, "description": description, "inputSchema": input});
@@ -127,8 +107,8 @@ impl Served {
         ));
         if progressive {
             tools.extend(tool(
-                SEARCH_TOOLS,
-                "Find the tools a `run_code` program can call: returns the typed TypeScript declarations of the tools whose name or description match the query, best first.".to_owned(),
+                SEARCH_TOOLS_NAME,
+                format!("Find the tools a `run_code` program can call: returns the typed {} declarations of the tools whose name or description match the query, best first.", flavor.language.title()),
                 json!({
                     "type": "object",
                     "properties": {
@@ -166,6 +146,7 @@ impl Served {
             tools,
             native,
             discovery: progressive.then_some(sdk_tools),
+            language: flavor.language,
             peers: Mutex::new(HashMap::new()),
             calls: AtomicU64::new(0),
             session_end: Mutex::new(None),
@@ -299,7 +280,7 @@ impl Session {
         let text = if found.is_empty() {
             format!("No tool matches {query:?}. The tools are listed in run_code's description.")
         } else {
-            render_declarations(&found, Language::TypeScript)
+            render_declarations(&found, self.served.language)
         };
         serde_json::from_value(
             json!({"content": [{"type": "text", "text": text}], "isError": false}),
@@ -354,9 +335,10 @@ impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("codemode", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Call `run_code` with a TypeScript program that calls the tools its description declares; only what the program prints or returns comes back.",
-            )
+            .with_instructions(format!(
+                "Call `run_code` with a {} program that calls the tools its description declares; only what the program prints or returns comes back.",
+                self.served.language.title()
+            ))
     }
 
     async fn list_tools(
@@ -378,7 +360,7 @@ impl ServerHandler for Session {
             .get_or_insert_with(|| context.peer.clone());
         let name = request.name.to_string();
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let result = if name == SEARCH_TOOLS && self.served.discovery.is_some() {
+        let result = if name == SEARCH_TOOLS_NAME && self.served.discovery.is_some() {
             self.search(&arguments).await?
         } else if name == RUN_CODE_NAME || self.served.native.contains(&name) {
             self.execute(name, arguments, context).await?
@@ -440,7 +422,7 @@ impl ApprovalHook for ElicitApproval {
 
 /// The policy-filtered SDK tools of a registry scope.
 pub fn permitted_tools(registry: &Registry, policy: &Policy) -> Vec<ToolSchema> {
-    let mut tools = codemode_sdk_gen::sdk_tools(registry, None);
+    let mut tools = sdk_tools(registry, None);
     tools.retain(|t| policy.permits(&t.name));
     tools
 }

@@ -17,6 +17,7 @@
 //!
 //! Architecture invariant: nothing here knows about wasm; any [`CodeRuntime`] will do.
 
+pub mod prompt;
 mod render;
 mod scheduler;
 mod tool;
@@ -183,35 +184,36 @@ impl RunCodeConfig {
     }
 }
 
-/// A configuration or runtime that `run_code` cannot be installed with.
+/// Why `run_code` cannot be installed, or its prompt assembled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RunCodeError(String);
-
-impl RunCodeError {
-    /// The model- and user-facing text.
-    pub fn message(&self) -> &str {
-        &self.0
-    }
+#[non_exhaustive]
+pub enum RunCodeError {
+    /// [`RunCodeConfig::max_parallel_sub_calls`] is 0.
+    #[error("maxParallelSubCalls must be a positive integer")]
+    NoParallelSubCalls,
+    /// A non-native mode with no code runtime to run programs.
+    #[error("codemode: mode \"{mode}\" requires a code runtime — pass one to run_code::install (codemode_host::WasmCodeRuntime runs TypeScript in a wasm sandbox) or set the tools mode to \"native\"")]
+    MissingRuntime {
+        /// The scope's mode.
+        mode: crate::tools::ToolMode,
+    },
 }
 
 /// Installs `run_code` as `registry`'s Code Mode transport, running programs on `runtime`.
 ///
 /// Without a runtime the tool is still listed (with the TypeScript texts), and every call
-/// fails with an error saying a runtime is required. Refused: `max_parallel_sub_calls` of 0,
-/// and a runtime whose language has no `run_code` texts. Dropping the guard uninstalls it.
+/// fails with an error saying a runtime is required. Refused: `max_parallel_sub_calls` of 0.
+/// Dropping the guard uninstalls it.
 pub fn install(
     registry: &Registry,
     runtime: Option<Arc<dyn CodeRuntime>>,
     config: RunCodeConfig,
 ) -> Result<RegistrationGuard, RunCodeError> {
     if config.max_parallel_sub_calls == 0 {
-        return Err(RunCodeError(
-            "maxParallelSubCalls must be a positive integer".to_owned(),
-        ));
+        return Err(RunCodeError::NoParallelSubCalls);
     }
     let flavor = match &runtime {
-        Some(runtime) => Flavor::for_language(runtime.language())?,
+        Some(runtime) => Flavor::of(runtime.language()),
         None => &TYPESCRIPT_FLAVOR,
     };
     let definition = tool::definition(registry, runtime, config, flavor);

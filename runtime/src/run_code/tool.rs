@@ -7,6 +7,8 @@ use std::task::Poll;
 
 use serde_json::{json, Map, Value};
 
+use codemode_sdk_gen::Language;
+
 use crate::code::{
     BindingFn, BindingNamespace, BindingRef, CodeRuntime, ErrorClass, PausedRun, RunRequest,
     RunResult,
@@ -14,8 +16,8 @@ use crate::code::{
 use crate::tools::error::codes;
 use crate::tools::registry::WeakRegistry;
 use crate::tools::{
-    ContentBlock, Registry, Schema, ToolDefinition, ToolError, ToolOutput, ToolRunContext,
-    RUN_CODE_NAME,
+    ContentBlock, Registry, Schema, ToolDefinition, ToolError, ToolMode, ToolOutput,
+    ToolRunContext, RUN_CODE_NAME,
 };
 
 use super::scheduler::{DriverConfig, Scheduler};
@@ -24,8 +26,8 @@ use super::{render, RunCodeConfig, RunCodeError, RunReport};
 /// The model-facing texts of `run_code` for one program language.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Flavor {
-    /// The runtime language these texts are for.
-    pub language: &'static str,
+    /// The language these texts are for.
+    pub language: Language,
     /// The tool's description.
     pub description: &'static str,
     /// The `code` parameter's description.
@@ -34,14 +36,14 @@ pub struct Flavor {
 
 /// The texts for TypeScript runtimes (and for a registry with no runtime).
 pub const TYPESCRIPT_FLAVOR: Flavor = Flavor {
-    language: "typescript",
+    language: Language::TypeScript,
     description: "Execute a TypeScript program against the available tools. Takes two required arguments: `code`, the BODY of an async function (erasable syntax only; top-level `await` and `return` work), and `description`, a short summary of what the program does. Call tools as `await tools.name(args)` per the declarations in the system prompt. Only what you print or return is program output — curate it. Image-bearing subtool results are attached after the run.",
     code_description: "The program: the body of an async TypeScript function.",
 };
 
 /// The texts for Python runtimes.
 pub const PYTHON_FLAVOR: Flavor = Flavor {
-    language: "python",
+    language: Language::Python,
     description: "Execute a Python program against the available tools. Takes two required arguments: `code`, the BODY of an async function (top-level `await` and `return` work), and `description`, a short summary of what the program does. Call tools as `await tools.name(args)` per the declarations in the system prompt. Use `print(...)` and/or `return <value>` for program output — curate it. Image-bearing subtool results are attached after the run.",
     code_description: "The program: the body of an async Python function.",
 };
@@ -49,22 +51,13 @@ pub const PYTHON_FLAVOR: Flavor = Flavor {
 /// The `description` parameter's description, the same for every language.
 pub const DESCRIPTION_PARAMETER: &str = "Clear, concise description of what this program does in active voice, 5-10 words (shown in the UI). Examples: \"Count TODO markers across packages\"; \"Read failing test and its fixture\"; \"Rename config key in every cordis.yml\".";
 
-const FLAVORS: [&Flavor; 2] = [&TYPESCRIPT_FLAVOR, &PYTHON_FLAVOR];
-
 impl Flavor {
-    /// The texts for a runtime language, or the error naming the languages that have some.
-    pub fn for_language(language: &str) -> Result<&'static Flavor, RunCodeError> {
-        FLAVORS
-            .into_iter()
-            .find(|f| f.language == language)
-            .ok_or_else(|| {
-                let known: Vec<String> =
-                    FLAVORS.iter().map(|f| format!("\"{}\"", f.language)).collect();
-                RunCodeError(format!(
-                    "no run_code schema flavor registered for runtime language \"{language}\" (known: {})",
-                    known.join(", ")
-                ))
-            })
+    /// The texts for programs in `language`.
+    pub fn of(language: Language) -> &'static Flavor {
+        match language {
+            Language::TypeScript => &TYPESCRIPT_FLAVOR,
+            Language::Python => &PYTHON_FLAVOR,
+        }
     }
 
     /// The exact parameter schema: `code` and `description`, both required strings, with no
@@ -172,10 +165,8 @@ struct Shared {
     config: RunCodeConfig,
 }
 
-fn missing_runtime(mode: impl std::fmt::Display) -> ToolError {
-    ToolError::new(format!(
-        "codemode: mode \"{mode}\" requires a code runtime — pass one to run_code::install (codemode_host::WasmCodeRuntime runs TypeScript in a wasm sandbox) or set the tools mode to \"native\""
-    ))
+fn missing_runtime(mode: ToolMode) -> ToolError {
+    ToolError::new(RunCodeError::MissingRuntime { mode }.to_string())
 }
 
 /// One program: bind the visible tools, run, drain every sub-call, report, shape the value.

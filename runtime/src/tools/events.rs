@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value};
 
 use super::content::ContentBlock;
-use super::json_text::stringify;
+use crate::json;
 use super::registry::{RegistrationGuard, Registry};
 use super::result::ToolFailure;
 
@@ -110,11 +110,11 @@ fn write_object(fields: &[(&str, Field<'_>)]) -> String {
         if index > 0 {
             line.push(',');
         }
-        line.push_str(&stringify(&Value::String((*key).to_owned()), false));
+        json::write_string(key, &mut line);
         line.push(':');
         match field {
-            Field::Str(s) => line.push_str(&stringify(&Value::String((*s).to_owned()), false)),
-            Field::Json(v) => line.push_str(&stringify(v, false)),
+            Field::Str(s) => json::write_string(s, &mut line),
+            Field::Json(v) => json::write(v, &mut line),
             Field::Bool(b) => line.push_str(if *b { "true" } else { "false" }),
             Field::Num(n) => line.push_str(&n.to_string()),
             Field::Serde(s) => line.push_str(s),

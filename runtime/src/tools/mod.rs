@@ -43,7 +43,6 @@ pub mod definition;
 pub mod error;
 pub mod events;
 pub mod hooks;
-mod json_text;
 pub mod pipeline;
 pub mod plugins;
 pub mod registry;
@@ -62,7 +61,8 @@ pub use hooks::{
     PostNext, PreDecision, PreNext,
 };
 pub use pipeline::{StagedCall, ToolCall, ToolExecutionInput};
-pub use registry::{ExecutionMode, RegistrationGuard, Registry, Restriction, ToolMode, ToolSchema};
+pub use codemode_sdk_gen::ToolSchema;
+pub use registry::{ExecutionMode, RegistrationGuard, Registry, Restriction, ToolMode};
 pub use result::{ToolExecutionResult, ToolFailure, ToolOutcome};
 pub use schema::{Schema, SchemaError};
 pub use scope::{AgentScope, ExecutionToken};

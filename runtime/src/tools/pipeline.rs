@@ -31,7 +31,7 @@ use super::hooks::{
     contained, panic_message, ExecuteNext, HookSet, PostDecision, PostNext, PreDecision, PreNext,
 };
 use super::hooks::{ApprovalOutcome, ApprovalRequest};
-use super::json_text::is_lossless;
+use crate::json::is_lossless;
 use super::registry::Registry;
 use super::result::{ToolExecutionResult, ToolFailure, ToolOutcome};
 use super::scope::{AgentScope, ExecutionToken};

@@ -12,7 +12,6 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 
 use futures::FutureExt;
 use serde::Serialize;
-use serde_json::Value;
 
 use super::definition::ToolDefinition;
 use super::error::{codes, RegistryError, ToolError};
@@ -22,7 +21,7 @@ use super::hooks::{
 use super::pipeline::{self, StagedCall, ToolCall, ToolExecutionInput};
 use super::result::ToolExecutionResult;
 use super::scope::{next_id, AgentScope};
-use super::RUN_CODE_NAME;
+use super::{ToolSchema, RUN_CODE_NAME};
 
 /// How tools are presented to the model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
@@ -63,17 +62,6 @@ pub struct Restriction {
     pub allow: Option<Vec<String>>,
     /// Remove these inherited tools (names registered later are admitted).
     pub deny: Option<Vec<String>>,
-}
-
-/// The model-facing projection of a tool: no callbacks.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ToolSchema {
-    /// The tool's name.
-    pub name: String,
-    /// The tool's description.
-    pub description: String,
-    /// The argument schema as JSON.
-    pub parameters: Value,
 }
 
 type GuardFn = dyn Fn(&ToolCall) -> Option<String> + Send + Sync;
@@ -595,14 +583,17 @@ impl Registry {
         read(&self.inner.state).resolve(name, scope, self.inner.default_mode)
     }
 
-    /// The model-facing schemas `scope` sees, in registration order.
+    /// The model-facing schemas `scope` sees, in registration order: name, description and
+    /// parameters (the wire listing; the SDK's projection with output schemas is
+    /// `run_code::prompt::sdk_tools`).
     pub fn schemas(&self, scope: Option<&AgentScope>) -> Vec<ToolSchema> {
         let view = read(&self.inner.state).view(scope, self.inner.default_mode);
         view.iter()
             .map(|d| ToolSchema {
                 name: d.name.clone(),
-                description: d.description.clone(),
+                description: Some(d.description.clone()),
                 parameters: crate::json::clone_deep(d.parameters.json()),
+                output: None,
             })
             .collect()
     }

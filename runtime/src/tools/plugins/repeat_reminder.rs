@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::tools::content::{ContentBlock, ContextMessage, ContextSource};
-use crate::tools::json_text::stringify;
+use crate::json::to_string_sorted;
 use crate::tools::pipeline::ToolCall;
 use crate::tools::registry::{RegistrationGuard, Registry};
 use crate::tools::scope::{AgentScope, ScopeNode};
@@ -214,7 +214,7 @@ impl Inner {
         if !self.tracked(call.name()) {
             return None;
         }
-        let canonical = stringify(call.arguments(), true);
+        let canonical = to_string_sorted(call.arguments());
         let mut chains = self.lock();
         // Chains of agents that no longer exist are dropped, as a weak map would.
         chains.retain(|_, chain| chain.agent.strong_count() > 0);

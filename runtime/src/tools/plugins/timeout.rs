@@ -9,10 +9,10 @@
 
 use serde_json::Number;
 
+use crate::json::write_number;
 use crate::signal::{AbortController, AbortSignal};
 use crate::tools::error::codes;
 use crate::tools::hooks::{ExecuteCall, ExecuteNext};
-use crate::tools::json_text::js_number;
 use crate::tools::registry::{RegistrationGuard, Registry};
 use crate::tools::result::ToolExecutionResult;
 use crate::tools::ToolError;
@@ -23,11 +23,12 @@ pub const TIMEOUT_REASON: &str = codes::TOOL_TIMEOUT;
 /// `tool call timed out after <ms>ms`, the model-facing `TOOL_TIMEOUT` failure.
 pub fn timeout_result(timeout: std::time::Duration) -> ToolExecutionResult {
     let ms = timeout.as_secs_f64() * 1000.0;
-    let ms = Number::from_f64(ms).map_or_else(|| "0".to_owned(), |n| js_number(&n));
+    let mut text = String::new();
+    write_number(&Number::from_f64(ms).unwrap_or_else(|| 0.into()), &mut text);
     ToolExecutionResult::coded_failure(
         "ToolTimeoutError",
         codes::TOOL_TIMEOUT,
-        format!("tool call timed out after {ms}ms"),
+        format!("tool call timed out after {text}ms"),
     )
 }
 

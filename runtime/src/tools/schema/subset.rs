@@ -6,7 +6,7 @@ use std::fmt::Write;
 use serde_json::{Map, Value};
 
 use super::SchemaError;
-use crate::tools::json_text::{is_lossless, is_lossless_number, scalar_eq};
+use crate::json::{is_lossless, is_lossless_number, scalar_eq};
 
 const CONSTRAINT_KEYWORDS: [&str; 8] = [
     "type",

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::subset::is_integer;
 use super::{diagnostic_path, push_property};
-use crate::tools::json_text::{is_lossless, is_lossless_number, scalar_eq, stringify};
+use crate::json::{self, is_lossless, is_lossless_number, scalar_eq, to_string};
 
 #[derive(Clone, Copy)]
 enum Segment<'a> {
@@ -317,16 +317,20 @@ fn check_literals(
 ) -> Vec<String> {
     if let Some(Value::Array(allowed)) = node.get("enum") {
         if !allowed.iter().any(|entry| scalar_eq(entry, value)) {
-            let message = format!(
-                "must be one of {}",
-                stringify(&Value::Array(allowed.clone()), false)
-            );
+            let mut message = String::from("must be one of [");
+            for (index, entry) in allowed.iter().enumerate() {
+                if index > 0 {
+                    message.push(',');
+                }
+                json::write(entry, &mut message);
+            }
+            message.push(']');
             return vec![walk.quoted(segment, &message)];
         }
     }
     if let Some(constant) = node.get("const") {
         if !scalar_eq(constant, value) {
-            return vec![walk.quoted(segment, &format!("must be {}", stringify(constant, false)))];
+            return vec![walk.quoted(segment, &format!("must be {}", to_string(constant)))];
         }
     }
     Vec::new()

@@ -1,10 +1,20 @@
 //! Lossless JSON: what may cross a sandbox or tool boundary, read and written without recursion.
 //!
-//! Values are `serde_json::Value`. "Lossless" follows the reference contract (§1.8) as far as a
-//! Rust value can express it: numbers are finite and never `-0`, and nesting is bounded by
-//! [`MAX_DEPTH`] so that every host path (parse, write, byte counting, drop) stays within a small
-//! native stack. Parsing and writing here use explicit work stacks; output matches JavaScript's
-//! `JSON.stringify` byte for byte (numbers as `String(n)`), which the output ledger relies on.
+//! This is codemode's one definition of JSON. The tool pipeline, the guest bridge, the output
+//! ledger and the SDK generator all read, check and write values here, so they agree on:
+//!
+//! - **losslessness**: numbers are finite and never `-0` ([`is_lossless`]);
+//! - **depth**: nesting is bounded by [`MAX_DEPTH`], so that every host path (parse, write, byte
+//!   counting, drop) stays within a small native stack;
+//! - **number spelling**: as JavaScript's `String(n)` ([`write_number`]); an integer beyond
+//!   2^53 is the double JavaScript would hold, as a program would see it;
+//! - **equality**: scalars compare as JavaScript's `===` compares them ([`scalar_eq`]);
+//! - **key order**: a map's own order (serde_json's `preserve_order`, which is the order a
+//!   program's `JSON.stringify` wrote), or UTF-16 code-unit order for the canonical form
+//!   ([`to_string_sorted`]).
+//!
+//! Values are `serde_json::Value`. Parsing and writing use explicit work stacks; output matches
+//! JavaScript's `JSON.stringify` byte for byte, which the output ledger relies on.
 
 use serde_json::{Map, Number, Value};
 
@@ -491,7 +501,7 @@ fn parse_into(bytes: &[u8], stack: &mut Vec<Open>, heap: &mut Heap) -> Result<Va
 pub fn write_number(n: &Number, out: &mut String) {
     if let Some(i) = n.as_i64() {
         if i.unsigned_abs() <= 1 << 53 {
-            out.push_str(itoa_i64(i).as_str());
+            out.push_str(&i.to_string());
             return;
         }
     } else if let Some(u) = n.as_u64() {
@@ -503,10 +513,6 @@ pub fn write_number(n: &Number, out: &mut String) {
     let f = n.as_f64().unwrap_or(0.0);
     let mut buffer = ryu_js::Buffer::new();
     out.push_str(buffer.format(f));
-}
-
-fn itoa_i64(i: i64) -> String {
-    i.to_string()
 }
 
 /// Appends `s` as a JSON string literal, escaped exactly as `JSON.stringify` does.
@@ -608,9 +614,7 @@ pub fn to_string(value: &Value) -> String {
 /// hold them anyway), nesting within [`MAX_DEPTH`]. Iterative.
 pub fn is_lossless(value: &Value) -> bool {
     walk(value, |node, depth| match node {
-        Value::Number(n) => n
-            .as_f64()
-            .is_none_or(|f| f.is_finite() && !(f == 0.0 && f.is_sign_negative() && n.is_f64())),
+        Value::Number(n) => is_lossless_number(n),
         Value::Array(_) | Value::Object(_) => depth < MAX_DEPTH,
         _ => true,
     })
@@ -752,6 +756,69 @@ pub fn drop_deep(value: Value) {
             },
         }
     }
+}
+
+/// Whether a number is lossless: finite (always true of a `serde_json` number) and not `-0`.
+pub fn is_lossless_number(number: &Number) -> bool {
+    number
+        .as_f64()
+        .is_none_or(|f| f.is_finite() && !(f == 0.0 && f.is_sign_negative() && number.is_f64()))
+}
+
+/// Scalar equality as JavaScript's `===` sees JSON scalars: numbers compare as the doubles a
+/// program holds (so two integers beyond 2^53 that round to one double are equal), everything
+/// else structurally.
+pub fn scalar_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}
+
+/// `JSON.stringify(value)` with every object's keys sorted by UTF-16 code units (JavaScript's
+/// default sort order) at every depth: the canonical form two equal arguments share.
+pub fn to_string_sorted(value: &Value) -> String {
+    enum Step<'a> {
+        Value(&'a Value),
+        Key(&'a str),
+        Raw(&'static str),
+    }
+    let mut out = String::new();
+    let mut steps = vec![Step::Value(value)];
+    while let Some(step) = steps.pop() {
+        match step {
+            Step::Raw(text) => out.push_str(text),
+            Step::Key(key) => {
+                write_string(key, &mut out);
+                out.push(':');
+            }
+            Step::Value(Value::Array(items)) => {
+                out.push('[');
+                steps.push(Step::Raw("]"));
+                for (index, item) in items.iter().enumerate().rev() {
+                    steps.push(Step::Value(item));
+                    if index > 0 {
+                        steps.push(Step::Raw(","));
+                    }
+                }
+            }
+            Step::Value(Value::Object(map)) => {
+                out.push('{');
+                steps.push(Step::Raw("}"));
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+                for (index, (key, item)) in entries.into_iter().enumerate().rev() {
+                    steps.push(Step::Value(item));
+                    steps.push(Step::Key(key));
+                    if index > 0 {
+                        steps.push(Step::Raw(","));
+                    }
+                }
+            }
+            Step::Value(scalar) => write(scalar, &mut out),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -915,5 +982,72 @@ mod tests {
             round_trip(r#"{"__proto__":{"x":1}}"#),
             r#"{"__proto__":{"x":1}}"#
         );
+    }
+
+    #[test]
+    fn integers_beyond_two_to_the_53_are_the_doubles_a_program_holds() {
+        // 2^53 + 1 is not a double: JavaScript holds 2^53, and writes it so.
+        let above = json!(9_007_199_254_740_993_u64);
+        assert_eq!(to_string(&above), "9007199254740992");
+        assert_eq!(to_string_sorted(&above), "9007199254740992");
+        assert_eq!(
+            to_string(&json!(9_007_199_254_740_992_u64)),
+            "9007199254740992"
+        );
+        assert_eq!(
+            to_string(&json!(-9_007_199_254_740_993_i64)),
+            "-9007199254740992"
+        );
+        assert_eq!(to_string(&json!(u64::MAX)), "18446744073709552000");
+        // `===` on the doubles: both integers are 2^53 to a program.
+        assert!(scalar_eq(&above, &json!(9_007_199_254_740_992_u64)));
+        assert!(scalar_eq(&json!(1), &json!(1.0)));
+        assert!(!scalar_eq(&json!(1), &json!("1")));
+        assert!(is_lossless(&above));
+    }
+
+    #[test]
+    fn the_depth_limit_holds_for_every_check_and_parse() {
+        let nest = |levels: usize| {
+            let mut v = json!(1);
+            for _ in 0..levels {
+                v = Value::Array(vec![v]);
+            }
+            v
+        };
+        let at_limit = nest(MAX_DEPTH);
+        let beyond = nest(MAX_DEPTH + 1);
+        assert!(is_lossless(&at_limit));
+        assert!(!is_lossless(&beyond));
+        let text = to_string(&at_limit);
+        assert_eq!(parse(text.as_bytes()).map(drop_deep), Ok(()));
+        assert_eq!(
+            parse(to_string(&beyond).as_bytes()).map(drop_deep),
+            Err(JsonError::TooDeep)
+        );
+        assert_eq!(to_string_sorted(&at_limit), text);
+        drop_deep(at_limit);
+        drop_deep(beyond);
+    }
+
+    #[test]
+    fn negative_zero_is_the_only_lossy_number() {
+        assert!(is_lossless(&json!({"a": [0.0, 1, -1.5, "x", null]})));
+        assert!(!is_lossless(&json!({"a": [{"b": -0.0}]})));
+        assert!(!is_lossless_number(
+            &Number::from_f64(-0.0).unwrap_or_else(|| 0.into())
+        ));
+    }
+
+    #[test]
+    fn sorted_output_orders_keys_by_utf16_at_every_depth() {
+        let v = json!({"b": {"d": 1, "c": 2}, "a": [{"z": 0, "y": 1}]});
+        assert_eq!(
+            to_string_sorted(&v),
+            r#"{"a":[{"y":1,"z":0}],"b":{"c":2,"d":1}}"#
+        );
+        // U+FF61 sorts after U+1F600 by code point, before it by UTF-16 code unit.
+        let v = json!({"\u{ff61}": 1, "\u{1f600}": 2});
+        assert_eq!(to_string_sorted(&v), "{\"\u{1f600}\":2,\"\u{ff61}\":1}");
     }
 }

@@ -4,21 +4,25 @@
 
 use std::sync::Arc;
 
-use codemode_runtime::code::{BoxFuture, CodeRuntime, RunRejection, RunRequest, RunResult};
-use codemode_runtime::run_code::{self, RunCodeConfig, PYTHON_FLAVOR, TYPESCRIPT_FLAVOR};
+use codemode_runtime::code::{
+    BoxFuture, CodeRuntime, Language, RunRejection, RunRequest, RunResult,
+};
+use codemode_runtime::run_code::prompt::{prompt_sections, sdk_tools, wire_tools};
+use codemode_runtime::run_code::{
+    self, RunCodeConfig, RunCodeError, PYTHON_FLAVOR, TYPESCRIPT_FLAVOR,
+};
 use codemode_runtime::tools::schema::dsl::{string, Parameters};
 use codemode_runtime::tools::{
     AgentScope, RegistrationGuard, Registry, Restriction, Schema, ToolDefinition, ToolMode,
     ToolOutput, RUN_CODE_NAME,
 };
-use codemode_sdk_gen::{prompt_sections, sdk_tools, wire_tools, AssemblyError};
 use serde_json::json;
 
 /// A runtime that only describes itself: assembly reads its language and never runs it.
-struct Described(&'static str);
+struct Described(Language);
 
 impl CodeRuntime for Described {
-    fn language(&self) -> &str {
+    fn language(&self) -> Language {
         self.0
     }
     fn isolation(&self) -> &str {
@@ -41,7 +45,7 @@ fn echo() -> ToolDefinition {
         .build()
 }
 
-fn registry(mode: ToolMode, language: Option<&'static str>) -> (Registry, Vec<RegistrationGuard>) {
+fn registry(mode: ToolMode, language: Option<Language>) -> (Registry, Vec<RegistrationGuard>) {
     let registry = Registry::with_mode(mode);
     let tool = registry.register(echo(), None).unwrap();
     let runtime = language.map(|l| Arc::new(Described(l)) as Arc<dyn CodeRuntime>);
@@ -66,8 +70,8 @@ fn a_native_scope_lists_every_tool_and_no_sdk_without_needing_a_runtime() {
 
 #[test]
 fn a_code_scope_lists_run_code_alone_and_the_sdk_declares_the_rest() {
-    let runtime = Described("typescript");
-    let (registry, _keep) = registry(ToolMode::Code, Some("typescript"));
+    let runtime = Described(Language::TypeScript);
+    let (registry, _keep) = registry(ToolMode::Code, Some(Language::TypeScript));
     assert_eq!(names(&registry, None), vec![RUN_CODE_NAME]);
     let sections = prompt_sections(&registry, None, Some(&runtime)).unwrap();
     assert_eq!(
@@ -88,8 +92,8 @@ fn a_code_scope_lists_run_code_alone_and_the_sdk_declares_the_rest() {
 
 #[test]
 fn both_lists_the_tools_then_run_code_and_the_code_only_rule_is_empty() {
-    let runtime = Described("typescript");
-    let (registry, _keep) = registry(ToolMode::Both, Some("typescript"));
+    let runtime = Described(Language::TypeScript);
+    let (registry, _keep) = registry(ToolMode::Both, Some(Language::TypeScript));
     assert_eq!(names(&registry, None), vec!["echo", RUN_CODE_NAME]);
     let sections = prompt_sections(&registry, None, Some(&runtime)).unwrap();
     assert_eq!(sections[0].text, "");
@@ -99,7 +103,7 @@ fn both_lists_the_tools_then_run_code_and_the_code_only_rule_is_empty() {
 #[test]
 fn run_code_stays_outside_scoped_allow_and_deny_filters() {
     for mode in [ToolMode::Code, ToolMode::Both] {
-        let (registry, _keep) = registry(mode, Some("typescript"));
+        let (registry, _keep) = registry(mode, Some(Language::TypeScript));
         let agent = AgentScope::root();
         let _mask = registry
             .restrict(
@@ -124,29 +128,24 @@ fn run_code_stays_outside_scoped_allow_and_deny_filters() {
 }
 
 #[test]
-fn assembly_refuses_without_a_runtime_and_for_an_unknown_language() {
+fn assembly_refuses_without_a_runtime() {
     let (registry, _keep) = registry(ToolMode::Code, None);
     let missing = prompt_sections(&registry, None, None).unwrap_err();
     assert_eq!(
         missing,
-        AssemblyError::MissingRuntime {
+        RunCodeError::MissingRuntime {
             mode: ToolMode::Code
         }
     );
     assert!(missing
         .to_string()
         .contains("mode \"code\" requires a code runtime"));
-    let unknown = prompt_sections(&registry, None, Some(&Described("cobol"))).unwrap_err();
-    assert_eq!(
-        unknown.to_string(),
-        "codemode: no SDK renderer registered for runtime language \"cobol\" (known: \"typescript\", \"python\")"
-    );
 }
 
 #[test]
 fn the_runtime_language_picks_the_sdk_and_the_run_code_texts() {
-    let (registry, _keep) = registry(ToolMode::Code, Some("python"));
-    let sections = prompt_sections(&registry, None, Some(&Described("python"))).unwrap();
+    let (registry, _keep) = registry(ToolMode::Code, Some(Language::Python));
+    let sections = prompt_sections(&registry, None, Some(&Described(Language::Python))).unwrap();
     assert!(
         sections[1].text.contains("```python"),
         "{}",
@@ -154,7 +153,10 @@ fn the_runtime_language_picks_the_sdk_and_the_run_code_texts() {
     );
     let run_code = &registry.schemas(None)[1];
     assert_eq!(run_code.name, RUN_CODE_NAME);
-    assert_eq!(run_code.description, PYTHON_FLAVOR.description);
+    assert_eq!(
+        run_code.description.as_deref(),
+        Some(PYTHON_FLAVOR.description)
+    );
     assert_eq!(
         run_code.parameters["properties"]["code"]["description"],
         PYTHON_FLAVOR.code_description
@@ -162,36 +164,30 @@ fn the_runtime_language_picks_the_sdk_and_the_run_code_texts() {
 }
 
 #[test]
-fn without_a_runtime_run_code_speaks_typescript_and_an_unknown_language_is_refused() {
+fn without_a_runtime_run_code_speaks_typescript_and_no_parallelism_is_refused() {
     let (registry, _keep) = registry(ToolMode::Code, None);
     let schemas = registry.schemas(None);
-    assert_eq!(schemas[1].description, TYPESCRIPT_FLAVOR.description);
-    let other = Registry::with_mode(ToolMode::Code);
-    let refused = run_code::install(
-        &other,
-        Some(Arc::new(Described("cobol"))),
-        RunCodeConfig::default(),
-    )
-    .unwrap_err();
     assert_eq!(
-        refused.message(),
-        "no run_code schema flavor registered for runtime language \"cobol\" (known: \"typescript\", \"python\")"
+        schemas[1].description.as_deref(),
+        Some(TYPESCRIPT_FLAVOR.description)
     );
+    let other = Registry::with_mode(ToolMode::Code);
     let zero = run_code::install(
         &other,
         None,
         RunCodeConfig::default().max_parallel_sub_calls(0),
     )
     .unwrap_err();
+    assert_eq!(zero, RunCodeError::NoParallelSubCalls);
     assert_eq!(
-        zero.message(),
+        zero.to_string(),
         "maxParallelSubCalls must be a positive integer"
     );
 }
 
 #[test]
 fn run_code_has_the_reference_schema_exactly() {
-    let (registry, _keep) = registry(ToolMode::Code, Some("typescript"));
+    let (registry, _keep) = registry(ToolMode::Code, Some(Language::TypeScript));
     let schema = &registry.schemas(None)[1];
     assert_eq!(
         serde_json::to_string(&schema.parameters).unwrap(),
@@ -210,8 +206,8 @@ fn run_code_has_the_reference_schema_exactly() {
 
 #[test]
 fn one_agent_can_present_code_inside_a_native_deployment() {
-    let runtime = Described("typescript");
-    let (registry, _keep) = registry(ToolMode::Native, Some("typescript"));
+    let runtime = Described(Language::TypeScript);
+    let (registry, _keep) = registry(ToolMode::Native, Some(Language::TypeScript));
     let agent = AgentScope::root();
     let nested = agent.child();
     let _mode = registry.present_as(&agent, ToolMode::Code).unwrap();
