@@ -19,6 +19,21 @@ pub const MAX_WALL_MS: u64 = 2_147_483_647;
 /// the wall clock's ceiling could never be used.
 pub const MAX_COMPUTE_MS: u64 = MAX_WALL_MS;
 
+/// The compute budget by default (one minute of busy time).
+pub const DEFAULT_COMPUTE_MS: u64 = 60_000;
+/// The wall-clock budget by default (ten minutes).
+pub const DEFAULT_WALL_MS: u64 = 600_000;
+/// The output cap by default (64 MiB).
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
+/// The output cap's ceiling: JavaScript's largest safe integer.
+pub const MAX_OUTPUT_BYTES: u64 = 1 << 53;
+/// The sandbox's memory budget by default, in MiB.
+pub const DEFAULT_MEMORY_MB: u64 = 512;
+/// The memory budget's ceiling, in MiB: all that wasm32 addresses.
+pub const MAX_MEMORY_MB: u64 = 4096;
+/// [`MAX_MEMORY_MB`] in bytes: the largest linear memory any run may have.
+pub const MAX_MEMORY_BYTES: u64 = MAX_MEMORY_MB * 1024 * 1024;
+
 /// Budgets of every run of one runtime. Defaults are the design's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Budgets {
@@ -35,10 +50,10 @@ pub struct Budgets {
 impl Default for Budgets {
     fn default() -> Self {
         Self {
-            compute_ms: 60_000,
-            wall_ms: 600_000,
-            max_output_bytes: 64 * 1024 * 1024,
-            memory_mb: 512,
+            compute_ms: DEFAULT_COMPUTE_MS,
+            wall_ms: DEFAULT_WALL_MS,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            memory_mb: DEFAULT_MEMORY_MB,
         }
     }
 }
@@ -81,7 +96,7 @@ impl Budgets {
         };
         at_most("computeMs", self.compute_ms, MAX_COMPUTE_MS)?;
         at_most("maxWallMs", self.wall_ms, MAX_WALL_MS)?;
-        if self.max_output_bytes < MIN_OUTPUT_BYTES || self.max_output_bytes > (1 << 53) {
+        if self.max_output_bytes < MIN_OUTPUT_BYTES || self.max_output_bytes > MAX_OUTPUT_BYTES {
             return Err(BudgetError {
                 key: "maxOutputBytes",
                 problem: format!(
@@ -90,11 +105,11 @@ impl Budgets {
                 ),
             });
         }
-        if self.memory_mb > 4096 {
+        if self.memory_mb > MAX_MEMORY_MB {
             return Err(BudgetError {
                 key: "memoryMb",
                 problem: format!(
-                    "must be at most 4096 (wasm32 addresses 4 GiB), got {}",
+                    "must be at most {MAX_MEMORY_MB} (wasm32 addresses 4 GiB), got {}",
                     self.memory_mb
                 ),
             });

@@ -115,8 +115,8 @@ pub enum ModuleSource {
 /// before reuse); further runs wait for a slot, within their wall budget.
 pub const MAX_CONCURRENT_RUNS: u32 = 256;
 
-/// The largest linear memory any budget may grant (`memory_mb` is at most 4096).
-const MAX_MEMORY_BYTES: usize = 4 << 30;
+/// The largest linear memory any budget may grant.
+const MAX_MEMORY_BYTES: usize = crate::config::MAX_MEMORY_BYTES as usize;
 
 /// Most dirty bytes of linear memory, and of the table, that a freed slot keeps mapped for its
 /// next run. A trivial run dirties ~350 KiB of memory; the bound caps what idle slots hold (at
@@ -411,7 +411,7 @@ fn load_module(
     }
     // Pre-initialise (Boa realm and prelude built once, captured in the module's memory). If
     // that fails the plain module still works: every run then builds its own context.
-    let wasm = match crate::run::preinitialize(engine, GUEST_WASM, interruption) {
+    let wasm = match crate::preinit::preinitialize(engine, GUEST_WASM, interruption) {
         Ok(wasm) => wasm,
         Err(error) => {
             tracing::warn!(

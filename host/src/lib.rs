@@ -11,6 +11,7 @@ pub mod durable;
 mod engine;
 mod explain;
 pub mod mcp;
+mod preinit;
 mod run;
 mod runtime;
 pub mod strip;

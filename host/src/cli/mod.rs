@@ -14,7 +14,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use codemode_runtime::ledger::MIN_OUTPUT_BYTES;
+use codemode_runtime::run_code::DEFAULT_MAX_PARALLEL_SUB_CALLS;
 use codemode_sdk_gen::Language;
+
+use codemode_host::config;
 
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_PROGRAM_FAILED: u8 = 1;
@@ -97,16 +101,16 @@ pub enum ExecBackend {
 #[derive(Args)]
 pub struct BudgetArgs {
     /// Compute budget in milliseconds of busy time.
-    #[arg(long, default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(1..=2_147_483_647))]
+    #[arg(long, default_value_t = config::DEFAULT_COMPUTE_MS, value_parser = clap::value_parser!(u64).range(1..=config::MAX_COMPUTE_MS))]
     pub compute_ms: u64,
     /// Wall-clock budget in milliseconds, waits included.
-    #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..=2_147_483_647))]
+    #[arg(long, default_value_t = config::DEFAULT_WALL_MS, value_parser = clap::value_parser!(u64).range(1..=config::MAX_WALL_MS))]
     pub wall_ms: u64,
     /// Output cap in bytes (JSON of logs plus result or error message).
-    #[arg(long, default_value_t = 67_108_864, value_parser = clap::value_parser!(u64).range(4..))]
+    #[arg(long, default_value_t = config::DEFAULT_MAX_OUTPUT_BYTES, value_parser = clap::value_parser!(u64).range(MIN_OUTPUT_BYTES..=config::MAX_OUTPUT_BYTES))]
     pub max_output_bytes: u64,
     /// Sandbox memory limit in MiB.
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    #[arg(long, default_value_t = config::DEFAULT_MEMORY_MB, value_parser = clap::value_parser!(u64).range(1..=config::MAX_MEMORY_MB))]
     pub memory_mb: u64,
     /// Most memory, in MiB, that the runs in progress may hold at once (the sum of their
     /// --memory-mb budgets); a run beyond it waits for others to end, within its wall budget,
@@ -114,7 +118,7 @@ pub struct BudgetArgs {
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub max_memory_mb: Option<u64>,
     /// Most tool calls of one program running at once (concurrency-safe tools only).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = DEFAULT_MAX_PARALLEL_SUB_CALLS as u32, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_parallel: u32,
     /// Append the session events (tool calls, results, sub-call dispatches) to FILE as JSONL.
     #[arg(long, value_name = "FILE")]

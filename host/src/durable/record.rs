@@ -19,6 +19,8 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+use crate::config::MAX_MEMORY_BYTES as MAX_MEMORY;
+
 const MAGIC: &[u8; 8] = b"CMPAUSE\0";
 /// Bumped whenever the layout or the header's meaning changes.
 pub const FORMAT: u32 = 1;
@@ -26,8 +28,6 @@ const TAG: usize = 32;
 /// Magic, format, header length; then the memory's length.
 const FRAMING: u64 = 8 + 4 + 4 + 8;
 
-/// The largest linear memory a run may have (`memory_mb` is at most 4096).
-const MAX_MEMORY: u64 = 4 << 30;
 
 /// The most bytes a record's header (the host's side of the run, as JSON) may take. A run whose
 /// header would be larger (logs, pending arguments and call records near their budgets) is not

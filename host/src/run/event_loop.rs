@@ -1,0 +1,169 @@
+//! The event loop: instantiate the guest, then alternate between running it and waiting (with
+//! no fuel burned) for the next call completion, timer or clock.
+
+use std::pin::Pin;
+use std::time::Instant;
+
+use codemode_runtime::code::{FailureCause, FailureKind, RunFailure};
+use wasmtime::{InstancePre, Store};
+
+use crate::bridge::wire;
+use crate::config::Budgets;
+
+use super::outcome::{failure_from_error, failure_from_stop};
+use super::pause::restore;
+use super::state::{alongside_calls, RunState};
+use super::{Resumed, RunMetrics, Stop};
+
+/// What the event loop does next.
+pub(super) enum Next {
+    Deliver(Vec<u8>),
+    Stop(Stop),
+    NeverSettles,
+    /// Everything left to wait on is a pausing call.
+    Pause,
+}
+
+/// The run's two clocks, registered with tokio's timer once per run rather than once per event
+/// (registering a sleep wakes the runtime's driver, a syscall per sub-call otherwise).
+pub(super) struct Clocks {
+    wall: Pin<Box<tokio::time::Sleep>>,
+    timer: Pin<Box<tokio::time::Sleep>>,
+    /// The timer `timer` is armed for.
+    armed: Option<(Instant, u32)>,
+}
+
+impl Clocks {
+    fn new(deadline: Instant) -> Self {
+        let deadline = tokio::time::Instant::from_std(deadline);
+        Clocks {
+            wall: Box::pin(tokio::time::sleep_until(deadline)),
+            timer: Box::pin(tokio::time::sleep_until(deadline)),
+            armed: None,
+        }
+    }
+}
+
+pub(super) async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
+    if let Some(frame) = state.ready.pop_front() {
+        return Next::Deliver(frame);
+    }
+    if !state.pausing.is_empty() && state.in_flight.is_empty() {
+        let soon = Instant::now() + state.pause_threshold;
+        if state.timers.first().is_none_or(|(at, _)| *at > soon) {
+            return Next::Pause;
+        }
+    }
+    if state.in_flight.is_empty() && state.timers.is_empty() {
+        return Next::NeverSettles;
+    }
+    let next_timer = state.timers.first().copied();
+    if let Some((at, _)) = next_timer {
+        if clocks.armed != next_timer {
+            clocks
+                .timer
+                .as_mut()
+                .reset(tokio::time::Instant::from_std(at));
+            clocks.armed = next_timer;
+        }
+    }
+    let control = state.watch.control.clone();
+    let calls = state.in_flight.clone();
+    tokio::select! {
+        biased;
+        reason = control.aborted() => Next::Stop(Stop::Aborted(reason)),
+        () = clocks.wall.as_mut() => Next::Stop(Stop::Wall),
+        // A due timer goes before calls that are ready at once, so a loop of instant calls
+        // cannot starve it.
+        () = clocks.timer.as_mut(), if next_timer.is_some() => {
+            let Some((at, id)) = next_timer else { return Next::NeverSettles };
+            state.timers.remove(&(at, id));
+            state.timer_deadlines.remove(&id);
+            clocks.armed = None;
+            Next::Deliver(wire::encode_timer(id))
+        }
+        Some((id, result)) = std::future::poll_fn(|cx| calls.poll_next(cx)), if !calls.is_empty() => {
+            Next::Deliver(state.delivery_for(id, result))
+        }
+    }
+}
+
+/// Instantiates the guest and runs its event loop until the run settles. `Err` is the failure
+/// the host decided (a trap, a stop, a malformed guest); `Ok` means the run has its outcome.
+pub(super) async fn drive(
+    store: &mut Store<RunState>,
+    pre: &InstancePre<RunState>,
+    budgets: &Budgets,
+    metrics: &mut RunMetrics,
+    resumed: Option<&Resumed>,
+) -> Result<Option<wasmtime::Instance>, RunFailure> {
+    let instantiating = Instant::now();
+    let instance = pre.instantiate_async(&mut *store).await;
+    metrics.instantiate = instantiating.elapsed();
+    let instance = match instance {
+        Ok(instance) => instance,
+        Err(error) => {
+            return Err(failure_from_error(
+                &error,
+                budgets,
+                store.data().limiter.hit,
+            ))
+        }
+    };
+    store.data_mut().memory = instance.get_memory(&mut *store, "memory");
+    let run = instance.get_typed_func::<(), u32>(&mut *store, "cm_run");
+    let deliver = instance.get_typed_func::<u32, u32>(&mut *store, "cm_deliver");
+    let (Ok(run), Ok(deliver)) = (run, deliver) else {
+        return Err(RunFailure::new(
+            FailureKind::WorkerExit,
+            "worker error: the sandbox module lacks its entry points",
+        )
+        .with_cause(FailureCause::Trap));
+    };
+    let mut clocks = Clocks::new(store.data().watch.deadline);
+    let calls = store.data().in_flight.clone();
+    let watch = store.data().watch();
+    let mut status = match resumed {
+        None => alongside_calls(run.call_async(&mut *store, ()), &calls, &watch).await,
+        Some(resumed) => {
+            let restoring = Instant::now();
+            restore(store, instance, resumed, budgets)?;
+            metrics.restore += restoring.elapsed();
+            Ok(wire::STATUS_WAITING)
+        }
+    };
+    loop {
+        let code = match status {
+            Ok(code) => code,
+            Err(error) => {
+                if store.data().outcome.is_some() {
+                    return Ok(None);
+                }
+                let hit = store.data().limiter.hit;
+                return Err(failure_from_error(&error, budgets, hit));
+            }
+        };
+        if store.data().outcome.is_some() {
+            return Ok(None);
+        }
+        if code != wire::STATUS_WAITING {
+            return Err(failure_from_stop(&Stop::Exit(0), budgets));
+        }
+        match next_event(store.data_mut(), &mut clocks).await {
+            Next::Deliver(frame) => {
+                let len = frame.len() as u32;
+                store.data_mut().delivery = frame;
+                status =
+                    alongside_calls(deliver.call_async(&mut *store, len), &calls, &watch).await;
+            }
+            Next::Stop(stop) => return Err(failure_from_stop(&stop, budgets)),
+            Next::Pause => return Ok(Some(instance)),
+            Next::NeverSettles => {
+                return Err(RunFailure::new(
+                    FailureKind::Exception,
+                    "program is waiting on a promise that can never settle (no tool call is in flight and no timer is armed)",
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! One run: a fresh store and instance, the host-driven event loop, and settlement.
+//!
+//! The guest returns to the host whenever it waits. The host then waits (burning no fuel) for
+//! the next binding completion or timer, delivers it, and calls back in. In-flight binding
+//! futures live in this run's own task. Exactly one outcome wins: the first `done`, overflow,
+//! trap, abort or deadline settles the run and everything after it is ignored. A run never
+//! returns before every binding call it started has finished.
+//!
+//! The run's parts, one module each:
+//! - `state`: [`RunState`], everything the guest's imports can see (calls in flight, timers,
+//!   logs, the ledger), and how calls open and close;
+//! - `event_loop`: instantiating the guest and driving it from wait to wait;
+//! - `outcome`: how a stop, a trap or a finished run becomes the result;
+//! - `admission`: waiting for an instance slot and a share of the memory cap;
+//! - `pause`: writing a paused run down and making a fresh instance continue it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use codemode_runtime::code::{
+    BindingNamespace, BindingRef, FailureCause, FailureKind, RunFailure, RunResult,
+};
+use codemode_runtime::json;
+use codemode_runtime::signal::AbortSignal;
+use futures::stream::StreamExt;
+use serde_json::Value;
+use wasmtime::{InstancePre, Store, UpdateDeadline};
+
+use crate::bridge::wire;
+use crate::config::Budgets;
+use crate::durable::memory::Image;
+use crate::durable::{record, Durability};
+use crate::engine::Interruption;
+
+mod admission;
+mod event_loop;
+mod outcome;
+mod pause;
+mod state;
+
+pub(crate) use admission::{Admission, MemoryCap};
+pub(crate) use outcome::{failure_before_start, failure_from_stop};
+pub(crate) use pause::pristine_memory;
+pub use state::RunState;
+pub(crate) use state::{enforce_memory_budget, record_name};
+
+use admission::admit;
+use event_loop::drive;
+use outcome::finalize;
+use pause::pause;
+
+/// Fuel between cooperative yields of a busy guest (under a millisecond of compute at
+/// `FUEL_PER_MS`). At every yield the host polls the run's calls and checks whether the guest
+/// must stop (`Watch`), so this bounds how long a computing guest runs past its wall clock or
+/// an abort, except that one bulk memory operation, charged by the byte up front, runs to its
+/// end.
+const YIELD_FUEL: u64 = 4_000_000;
+
+/// How long a settled run waits, past its wall budget, for bindings that ignore their signal.
+const SETTLE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Why the host stopped a guest; carried through wasmtime as the error of a trap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The run already has its outcome.
+    Settled,
+    Aborted(String),
+    Wall,
+    Exit(i32),
+    Memory,
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Settled => f.write_str("run settled"),
+            Stop::Aborted(reason) => write!(f, "aborted: {reason}"),
+            Stop::Wall => f.write_str("wall-clock ceiling reached"),
+            Stop::Exit(code) => write!(f, "guest exited with code {code}"),
+            Stop::Memory => f.write_str("memory limit exceeded"),
+        }
+    }
+}
+
+impl std::error::Error for Stop {}
+
+pub enum Outcome {
+    Value(Option<Value>),
+    Failure(RunFailure),
+}
+
+/// What one run cost, for benchmarks and for hosts that meter usage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunMetrics {
+    /// Time spent erasing TypeScript types.
+    pub strip: std::time::Duration,
+    /// Time from an empty store to a ready instance.
+    pub instantiate: std::time::Duration,
+    /// Time from the start of the run to its result.
+    pub total: std::time::Duration,
+    /// Fuel the guest burned (see `FUEL_PER_MS`).
+    pub fuel_consumed: u64,
+    /// Time spent writing a paused run down (diff, compression, the store's write).
+    pub pause: std::time::Duration,
+    /// Size of the record a pause wrote.
+    pub record_bytes: u64,
+    /// Time a resume spent before the guest ran: reading and checking the record, claiming it,
+    /// restoring memory and globals.
+    pub restore: std::time::Duration,
+}
+
+/// How a run begins.
+pub(crate) enum Start<'a> {
+    /// Evaluate this (already stripped) JavaScript.
+    Program(&'a str),
+    /// Continue a paused run from its record.
+    Resumed(Box<Resumed>),
+}
+
+/// A checked and claimed record, and the answers to deliver first.
+pub(crate) struct Resumed {
+    pub header: record::Header,
+    pub runs: Vec<u8>,
+    pub replies: Vec<(u32, Result<Value, String>)>,
+}
+
+/// What a run that may pause needs to write itself down.
+pub(crate) struct Keeping<'a> {
+    pub durability: &'a Durability,
+    pub image: Arc<Image>,
+    /// The TypeScript the model wrote, kept for positions in later failures.
+    pub program: &'a str,
+    pub pause_on: BTreeSet<BindingRef>,
+    pub approve_on: BTreeSet<BindingRef>,
+}
+
+/// Runs `start` in a fresh instance of `pre`, once `admission` admits it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn execute(
+    interruption: Interruption,
+    pre: &InstancePre<RunState>,
+    admission: Admission<'_>,
+    budgets: &Budgets,
+    start: Start<'_>,
+    bindings: Vec<BindingNamespace>,
+    control: AbortSignal,
+    keeping: Option<Keeping<'_>>,
+    metrics: &mut RunMetrics,
+) -> RunResult {
+    let now = Instant::now();
+    let (program, mut resumed) = match start {
+        Start::Program(program) => (program, None),
+        Start::Resumed(resumed) => ("", Some(resumed)),
+    };
+    // A resumed run's clock starts where the pause stopped it: time paused does not count.
+    let spent = resumed.as_ref().map_or(std::time::Duration::ZERO, |r| {
+        std::time::Duration::from_nanos(r.header.wall_spent_ns)
+    });
+    let started = now.checked_sub(spent).unwrap_or(now);
+    let _admitted = match admit(&admission, &control, started + budgets.wall(), budgets).await {
+        Ok(admitted) => admitted,
+        Err(failure) => return failure_before_start(failure, budgets),
+    };
+    let boot = match resumed {
+        Some(_) => Vec::new(),
+        None => {
+            let namespaces: Vec<wire::Namespace<'_>> = bindings
+                .iter()
+                .map(|ns| wire::Namespace {
+                    global: &ns.global,
+                    names: ns.functions.keys().map(String::as_str).collect(),
+                    error_class: ns
+                        .error_class
+                        .as_ref()
+                        .map(|c| (c.name.as_str(), c.member_name_property.as_str())),
+                })
+                .collect();
+            wire::Boot {
+                program,
+                namespaces,
+            }
+            .encode()
+        }
+    };
+    let mut state = RunState::new(budgets, boot, bindings, control, started);
+    if let Some(keeping) = &keeping {
+        state.pause_on = keeping.pause_on.clone();
+        state.approve_on = keeping.approve_on.clone();
+        state.pause_threshold = keeping.durability.threshold();
+    }
+    let mut fuel_before = 0;
+    if let Some(resumed) = resumed.as_deref_mut() {
+        fuel_before = resumed.header.fuel_spent;
+        state.restore(&resumed.header.host);
+        for (id, reply) in std::mem::take(&mut resumed.replies) {
+            state.answer(id, reply);
+        }
+    }
+    let mut store = Store::new(pre.module().engine(), state);
+    enforce_memory_budget(&mut store);
+    // Compute spent before a pause counts after it.
+    let fuel = budgets.fuel().saturating_sub(fuel_before);
+    if interruption.fuel() {
+        let configured = store
+            .set_fuel(fuel)
+            .and_then(|()| store.fuel_async_yield_interval(Some(YIELD_FUEL)));
+        if let Err(error) = configured {
+            return failure_before_start(
+                RunFailure::new(FailureKind::WorkerExit, format!("worker error: {error:#}")),
+                budgets,
+            );
+        }
+    }
+    if interruption.epoch() {
+        store.set_epoch_deadline(1);
+        let watch = store.data().watch();
+        store.epoch_deadline_callback(move |_| match watch.stop() {
+            Some(stop) => Err(wasmtime::Error::new(stop)),
+            None => Ok(UpdateDeadline::Yield(1)),
+        });
+    }
+
+    let driven = drive(&mut store, pre, budgets, metrics, resumed.as_deref()).await;
+    if interruption.fuel() {
+        metrics.fuel_consumed = fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+    }
+    let mut paused = None;
+    match driven {
+        Ok(Some(instance)) => {
+            // `drive` pauses only when the runtime keeps paused runs.
+            if let Some(keeping) = &keeping {
+                let spent = fuel_before + metrics.fuel_consumed;
+                let pausing = Instant::now();
+                match pause(&mut store, instance, keeping, budgets, spent).await {
+                    Ok((run, bytes)) => {
+                        metrics.pause = pausing.elapsed();
+                        metrics.record_bytes = bytes;
+                        paused = Some(run);
+                    }
+                    Err(message) => store.data_mut().settle(Outcome::Failure(
+                        RunFailure::new(FailureKind::WorkerExit, message)
+                            .with_cause(FailureCause::Trap),
+                    )),
+                }
+            }
+        }
+        Ok(None) => {}
+        Err(failure) => store.data_mut().settle(Outcome::Failure(failure)),
+    }
+    if let Some(paused) = paused {
+        let state = store.into_data();
+        let calls = state
+            .calls
+            .iter()
+            .enumerate()
+            .filter(|(slot, _)| !state.open_calls.values().any(|open| open.slot == *slot))
+            .map(|(_, record)| record.clone())
+            .collect();
+        return RunResult {
+            value: None,
+            logs: state.logs,
+            error: None,
+            calls,
+            hint: None,
+            paused: Some(paused),
+        };
+    }
+    if store.data().outcome.is_none() {
+        let failure = failure_from_stop(&Stop::Settled, budgets);
+        store.data_mut().settle(Outcome::Failure(failure));
+    }
+    let mut state = store.into_data();
+    // The run settled and told its running calls to stop. Wait for them, so no call outlives
+    // its run, but never past the wall budget plus a short grace: a binding that ignores its
+    // signal is left to finish on its own, its result dropped.
+    let (mut in_flight, finished) = state.in_flight.take();
+    for (_, result) in finished {
+        if let Ok(value) = result {
+            json::drop_deep(value);
+        }
+    }
+    let patience =
+        tokio::time::Instant::from_std(state.watch.deadline.max(Instant::now()) + SETTLE_GRACE);
+    let drained = tokio::time::timeout_at(patience, async {
+        while let Some((_, result)) = in_flight.next().await {
+            if let Ok(value) = result {
+                json::drop_deep(value);
+            }
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("codemode: a binding ignored its run's end; it continues detached");
+        tokio::spawn(in_flight.for_each(|_| std::future::ready(())));
+    }
+    let outcome = state.outcome.take().unwrap_or(Outcome::Value(None));
+    finalize(
+        std::mem::take(&mut state.logs),
+        &state.ledger,
+        outcome,
+        std::mem::take(&mut state.calls),
+    )
+}

@@ -1,0 +1,515 @@
+//! A run's state, owned by its `Store`: the calls in flight and how each opens, is answered
+//! and closes, timers, logs and the output ledger.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use codemode_runtime::code::{
+    BindingFn, BindingNamespace, BindingRef, CallOutcome, CallRecord, FailureKind, RunFailure,
+};
+use codemode_runtime::json;
+use codemode_runtime::ledger::{overflow_message, Ledger};
+use codemode_runtime::signal::{AbortController, AbortSignal};
+use futures::stream::{FuturesUnordered, StreamExt};
+use serde_json::Value;
+use wasmtime::{Memory, ResourceLimiter, Store};
+
+use crate::bridge::wire;
+use crate::config::Budgets;
+
+use super::{Outcome, Stop};
+
+pub(super) type CallFuture = futures::future::BoxFuture<'static, (u32, Result<Value, String>)>;
+
+pub(super) type Completion = (u32, Result<Value, String>);
+
+/// The run's binding calls in flight. Shared between the store (the `call` import starts
+/// calls) and the event loop, which polls them both while it waits and whenever the guest
+/// yields in the middle of a computation: a call started before a busy loop (a request already
+/// sent, a process already started) makes progress during it, not only at the next wait.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    inner: std::sync::Mutex<InFlightInner>,
+}
+
+#[derive(Default)]
+pub(super) struct InFlightInner {
+    running: FuturesUnordered<CallFuture>,
+    /// Finished while the guest was running, in finishing order; delivered at the next wait.
+    finished: VecDeque<Completion>,
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, InFlightInner> {
+        // Only this module touches the lock, never across an await; a panicking binding
+        // future leaves both collections consistent.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn push(&self, call: CallFuture) {
+        self.lock().running.push(call);
+    }
+
+    fn len(&self) -> usize {
+        let inner = self.lock();
+        inner.running.len() + inner.finished.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Polls every running call once, keeping the ones that finish for later delivery.
+    fn make_progress(&self, cx: &mut Context<'_>) {
+        let mut inner = self.lock();
+        while let Poll::Ready(Some(done)) = inner.running.poll_next_unpin(cx) {
+            inner.finished.push_back(done);
+        }
+    }
+
+    pub(super) fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+        let mut inner = self.lock();
+        if let Some(done) = inner.finished.pop_front() {
+            return Poll::Ready(Some(done));
+        }
+        inner.running.poll_next_unpin(cx)
+    }
+
+    pub(super) fn take(&self) -> (FuturesUnordered<CallFuture>, VecDeque<Completion>) {
+        let mut inner = self.lock();
+        (
+            std::mem::take(&mut inner.running),
+            std::mem::take(&mut inner.finished),
+        )
+    }
+}
+
+/// What a computing guest is checked against whenever it yields: the run's outcome, its abort
+/// signal and its wall clock. Fuel makes a busy guest yield every `YIELD_FUEL`, and every
+/// operator costs fuel (bulk memory operations by the byte), so these checks come at least that
+/// often without the cost of epoch instrumentation in every function and loop.
+#[derive(Clone)]
+pub(super) struct Watch {
+    /// Fires when the run settles.
+    settled: AbortSignal,
+    /// The caller's abort signal.
+    pub(super) control: AbortSignal,
+    /// The end of the wall-clock budget.
+    pub(super) deadline: Instant,
+}
+
+impl Watch {
+    /// Whether running wasm must stop now.
+    pub(super) fn stop(&self) -> Option<Stop> {
+        if self.settled.is_aborted() {
+            return Some(Stop::Settled);
+        }
+        if let Some(reason) = self.control.reason() {
+            return Some(Stop::Aborted(reason));
+        }
+        if Instant::now() >= self.deadline {
+            return Some(Stop::Wall);
+        }
+        None
+    }
+}
+
+/// Runs a guest entry point while polling the run's calls each time the guest yields, and
+/// stops it at a yield when `watch` says so. Stopping drops the call, which wasmtime finishes
+/// by unwinding the guest's stack from the yield with a trap.
+pub(super) async fn alongside_calls<T, F>(
+    call: F,
+    calls: &InFlight,
+    watch: &Watch,
+) -> wasmtime::Result<T>
+where
+    F: Future<Output = wasmtime::Result<T>>,
+{
+    let mut call = std::pin::pin!(call);
+    std::future::poll_fn(|cx| match call.as_mut().poll(cx) {
+        Poll::Ready(output) => Poll::Ready(output),
+        Poll::Pending => {
+            if let Some(stop) = watch.stop() {
+                return Poll::Ready(Err(wasmtime::Error::new(stop)));
+            }
+            calls.make_progress(cx);
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+pub(super) struct OpenCall {
+    pub(super) slot: usize,
+    pub(super) argument_bytes: usize,
+}
+
+/// A call of a pausing binding: made by the program, not run, answered at a resume.
+pub(super) struct PausingCall {
+    pub(super) global: String,
+    pub(super) name: String,
+    /// Lossless JSON text: kept as written, for the record and the pause report.
+    pub(super) arguments: String,
+    /// Waits for a decision (`approve_on`) rather than a result.
+    pub(super) approval: bool,
+}
+
+pub(super) struct MemoryLimiter {
+    max: usize,
+    pub(super) hit: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max {
+            self.hit = true;
+            return Err(wasmtime::Error::new(Stop::Memory));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+}
+
+/// Everything a run's imports can see. Owned by the run's `Store`.
+pub struct RunState {
+    pub(crate) memory: Option<Memory>,
+    pub(crate) boot: Vec<u8>,
+    pub(crate) delivery: Vec<u8>,
+    bindings: Vec<BindingNamespace>,
+    /// The lowest call id the guest may use next (ids strictly increase; u64 so that the last
+    /// u32 id is spent too).
+    pub(super) next_call_id: u64,
+    /// Calls not yet finished: where their record is and the argument bytes the host holds.
+    pub(super) open_calls: HashMap<u32, OpenCall>,
+    pub(super) argument_bytes_in_flight: usize,
+    argument_bytes_cap: usize,
+    pub(crate) ledger: Ledger,
+    pub(crate) outcome: Option<Outcome>,
+    pub(crate) started: Instant,
+    pub(super) logs: Vec<String>,
+    pub(super) in_flight: Arc<InFlight>,
+    /// Deliveries ready now (refusals decided at call time), in order.
+    pub(super) ready: VecDeque<Vec<u8>>,
+    pub(super) timers: BTreeSet<(Instant, u32)>,
+    pub(super) timer_deadlines: HashMap<u32, Instant>,
+    pub(super) calls: Vec<CallRecord>,
+    /// Fires when the run settles, telling running bindings to stop.
+    pub(super) call_controller: AbortController,
+    pub(super) limiter: MemoryLimiter,
+    /// The run's settled signal (from `call_controller`), abort signal and wall deadline.
+    pub(super) watch: Watch,
+    random_state: std::collections::hash_map::RandomState,
+    random_counter: u64,
+    /// Bindings whose calls pause the run instead of running.
+    pub(super) pause_on: BTreeSet<BindingRef>,
+    /// Bindings whose calls pause the run for an approval.
+    pub(super) approve_on: BTreeSet<BindingRef>,
+    pub(super) pausing: BTreeMap<u32, PausingCall>,
+    /// A timer due within this keeps the run waiting instead of pausing.
+    pub(super) pause_threshold: std::time::Duration,
+    /// Set while `cm_init` runs: clocks read zero and randomness is a fixed sequence, so that
+    /// the pre-initialised image (which every paused run's record is relative to) is the same
+    /// wherever it is built, and holds nothing a run could treat as a secret.
+    pub(crate) preinitializing: bool,
+}
+
+/// Makes `store` hold its run to its memory budget on every growth of the linear memory.
+pub(crate) fn enforce_memory_budget(store: &mut Store<RunState>) {
+    store.limiter(|state| &mut state.limiter);
+}
+
+impl RunState {
+    pub(crate) fn new(
+        budgets: &Budgets,
+        boot: Vec<u8>,
+        bindings: Vec<BindingNamespace>,
+        control: AbortSignal,
+        started: Instant,
+    ) -> Self {
+        let call_controller = AbortController::new();
+        RunState {
+            memory: None,
+            boot,
+            delivery: Vec::new(),
+            bindings,
+            next_call_id: 0,
+            open_calls: HashMap::new(),
+            argument_bytes_in_flight: 0,
+            argument_bytes_cap: budgets.memory_bytes(),
+            ledger: Ledger::new(budgets.max_output_bytes),
+            outcome: None,
+            started,
+            logs: Vec::new(),
+            in_flight: Arc::default(),
+            ready: VecDeque::new(),
+            timers: BTreeSet::new(),
+            timer_deadlines: HashMap::new(),
+            calls: Vec::new(),
+            watch: Watch {
+                settled: call_controller.signal(),
+                control,
+                deadline: started + budgets.wall(),
+            },
+            call_controller,
+            limiter: MemoryLimiter {
+                max: budgets.memory_bytes(),
+                hit: false,
+            },
+            random_state: Default::default(),
+            random_counter: 0,
+            pause_on: BTreeSet::new(),
+            approve_on: BTreeSet::new(),
+            pausing: BTreeMap::new(),
+            pause_threshold: crate::durable::DEFAULT_PAUSE_THRESHOLD,
+            preinitializing: false,
+        }
+    }
+
+    pub(crate) fn push_log(&mut self, text: String) {
+        self.logs.push(text);
+    }
+
+    pub(crate) fn in_flight_count(&self) -> usize {
+        self.in_flight.len() + self.ready.len()
+    }
+
+    pub(crate) fn timer_count(&self) -> usize {
+        self.timer_deadlines.len()
+    }
+
+    pub(crate) fn settle(&mut self, outcome: Outcome) {
+        if self.outcome.is_none() {
+            self.outcome = Some(outcome);
+            self.call_controller.abort("run settled");
+        }
+    }
+
+    pub(crate) fn settle_overflow(&mut self) {
+        if self.outcome.is_some() {
+            return;
+        }
+        self.ledger.overflow();
+        let max = self.ledger.max();
+        self.settle(Outcome::Failure(RunFailure::new(
+            FailureKind::OutputLimit,
+            overflow_message(max),
+        )));
+    }
+
+    /// Spends call id `id`; false when it is not above every id used before (a duplicate).
+    pub(crate) fn claim_call_id(&mut self, id: u32) -> bool {
+        if u64::from(id) < self.next_call_id {
+            return false;
+        }
+        self.next_call_id = u64::from(id) + 1;
+        true
+    }
+
+    /// The binding `global.name`, looked up by exact own names only.
+    pub(crate) fn binding(&self, global: &str, name: &str) -> Option<BindingFn> {
+        self.bindings
+            .iter()
+            .find(|ns| ns.global == global)
+            .and_then(|ns| ns.functions.get(name))
+            .cloned()
+    }
+
+    /// Host memory (heap blocks as `json::parse_within` counts them) that arguments of new calls
+    /// may still take: the host holds a call's arguments until it finishes, so all of them
+    /// together may take no more than the sandbox's own memory budget.
+    pub(crate) fn argument_room(&self) -> usize {
+        self.argument_bytes_cap
+            .saturating_sub(self.argument_bytes_in_flight)
+    }
+
+    /// Host memory a completion value may take: what the sandbox itself was allowed.
+    pub(crate) fn memory_cap(&self) -> usize {
+        self.argument_bytes_cap
+    }
+
+    /// Binding calls the program has made so far.
+    pub(crate) fn calls_made(&self) -> usize {
+        self.calls.len()
+    }
+
+    fn open_call(&mut self, id: u32, global: &str, name: &str, argument_bytes: usize) {
+        let slot = self.calls.len();
+        self.calls.push(CallRecord {
+            global: record_name(global),
+            name: record_name(name),
+            outcome: CallOutcome::Abandoned,
+        });
+        self.open_calls.insert(
+            id,
+            OpenCall {
+                slot,
+                argument_bytes,
+            },
+        );
+        self.argument_bytes_in_flight += argument_bytes;
+    }
+
+    fn finish_call(&mut self, id: u32, outcome: CallOutcome) {
+        if let Some(open) = self.open_calls.remove(&id) {
+            self.argument_bytes_in_flight -= open.argument_bytes;
+            if let Some(record) = self.calls.get_mut(open.slot) {
+                record.outcome = outcome;
+            }
+        }
+    }
+
+    pub(crate) fn reject_now(&mut self, id: u32, global: &str, name: &str, message: &str) {
+        self.open_call(id, global, name, 0);
+        self.finish_call(id, CallOutcome::Rejected);
+        self.ready.push_back(wire::encode_rejected(id, message));
+    }
+
+    pub(crate) fn start_call(
+        &mut self,
+        id: u32,
+        global: &str,
+        name: &str,
+        f: BindingFn,
+        args: Value,
+        argument_bytes: usize,
+    ) {
+        self.open_call(id, global, name, argument_bytes);
+        let named =
+            |set: &BTreeSet<BindingRef>| set.iter().any(|b| b.global == global && b.name == name);
+        let approval = named(&self.approve_on);
+        if approval || named(&self.pause_on) {
+            let arguments = json::to_string(&args);
+            json::drop_deep(args);
+            let call = PausingCall {
+                global: global.to_owned(),
+                name: name.to_owned(),
+                arguments,
+                approval,
+            };
+            self.pausing.insert(id, call);
+            return;
+        }
+        let signal = self.call_controller.signal();
+        // The call starts now (not when the program awaits it), so `Promise.all` overlaps.
+        let future = f(args, signal);
+        self.in_flight
+            .push(Box::pin(async move { (id, future.await) }));
+    }
+
+    pub(crate) fn arm_timer(&mut self, id: u32, at: Instant) {
+        self.cancel_timer(id);
+        self.timers.insert((at, id));
+        self.timer_deadlines.insert(id, at);
+    }
+
+    pub(crate) fn cancel_timer(&mut self, id: u32) {
+        if let Some(at) = self.timer_deadlines.remove(&id) {
+            self.timers.remove(&(at, id));
+        }
+    }
+
+    pub(crate) fn random_bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len + 8);
+        while out.len() < len {
+            let mut h = if self.preinitializing {
+                std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(
+                )
+                .build_hasher()
+            } else {
+                self.random_state.build_hasher()
+            };
+            h.write_u64(self.random_counter);
+            self.random_counter = self.random_counter.wrapping_add(1);
+            out.extend_from_slice(&h.finish().to_le_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// What decides whether running wasm must stop: checked at every fuel yield, on every
+    /// epoch tick under a scheme with epochs, and at every host call that charges fuel.
+    pub(super) fn watch(&self) -> Watch {
+        self.watch.clone()
+    }
+
+    /// Whether running wasm must stop now; asked by every host call that charges fuel, as
+    /// well as at fuel yields.
+    pub(crate) fn must_stop(&self) -> Option<Stop> {
+        self.watch.stop()
+    }
+
+    /// Turns the result of a completed binding into the delivery the guest will read.
+    pub(super) fn delivery_for(&mut self, id: u32, result: Result<Value, String>) -> Vec<u8> {
+        match result {
+            // A string travels as its bytes: no escaping here, no JSON parse in the guest.
+            Ok(Value::String(text)) => {
+                self.finish_call(id, CallOutcome::Resolved);
+                wire::Delivery::ResolvedString { id, text: &text }.encode()
+            }
+            Ok(value) if json::is_lossless(&value) => {
+                self.finish_call(id, CallOutcome::Resolved);
+                let frame = wire::encode_resolved(id, &value);
+                json::drop_deep(value);
+                frame
+            }
+            Ok(value) => {
+                json::drop_deep(value);
+                self.finish_call(id, CallOutcome::Rejected);
+                wire::encode_rejected(id, "binding resolution must be lossless JSON")
+            }
+            Err(message) => {
+                self.finish_call(id, CallOutcome::Rejected);
+                wire::encode_rejected(id, &rejection_text(&message))
+            }
+        }
+    }
+}
+
+/// Longest name kept in a call record: records live as long as the run, outside the ledger.
+pub(super) const RECORD_NAME_BYTES: usize = 128;
+
+/// Longest rejection message delivered to the program: a tool's error text, kept in host memory
+/// until the guest reads it.
+pub(super) const MAX_REJECTION_BYTES: usize = 64 * 1024;
+
+/// A name as records and messages keep it: at most `RECORD_NAME_BYTES`, cut on a character.
+pub(crate) fn record_name(name: &str) -> String {
+    if name.len() <= RECORD_NAME_BYTES {
+        return name.to_owned();
+    }
+    let mut end = RECORD_NAME_BYTES;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &name[..end])
+}
+
+/// A tool's error message as the program gets it: whole, or cut on a character boundary with
+/// a note of what was left out.
+pub(super) fn rejection_text(message: &str) -> std::borrow::Cow<'_, str> {
+    if message.len() <= MAX_REJECTION_BYTES {
+        return message.into();
+    }
+    let mut end = MAX_REJECTION_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &message[..end], message.len() - end).into()
+}
