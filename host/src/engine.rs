@@ -27,10 +27,66 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// Native stack for wasm frames: Boa's parser and interpreter recurse deeply on nested input.
 const MAX_WASM_STACK: usize = 4 * 1024 * 1024;
 
-/// A failure to set up the engine or the module; nothing can run without them.
+/// A failure to set up the engine or the module; nothing can run without them. Each variant
+/// keeps wasmtime's error as its source (shared, since the process-wide engine's failure is
+/// handed to every caller).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("codemode: the sandbox engine is unavailable: {0}")]
-pub struct EngineError(pub String);
+#[non_exhaustive]
+pub enum EngineError {
+    /// wasmtime refused the engine's configuration (the pooling allocator's reservation, say).
+    #[error("codemode: the sandbox engine is unavailable: cannot configure wasmtime: {message}")]
+    Configure {
+        /// wasmtime's error with its causes.
+        message: String,
+        /// wasmtime's error.
+        #[source]
+        source: WasmtimeCause,
+    },
+    /// A module did not compile.
+    #[error("codemode: the sandbox engine is unavailable: cannot compile the module: {message}")]
+    Compile {
+        /// wasmtime's error with its causes.
+        message: String,
+        /// wasmtime's error.
+        #[source]
+        source: WasmtimeCause,
+    },
+    /// A module's imports could not be linked to the host's.
+    #[error("codemode: the sandbox engine is unavailable: cannot link the module: {message}")]
+    Link {
+        /// wasmtime's error with its causes.
+        message: String,
+        /// wasmtime's error.
+        #[source]
+        source: WasmtimeCause,
+    },
+}
+
+/// wasmtime's error as a shareable source.
+pub type WasmtimeCause = Arc<dyn std::error::Error + Send + Sync>;
+
+impl EngineError {
+    fn parts(error: wasmtime::Error) -> (String, WasmtimeCause) {
+        let message = format!("{error:#}");
+        let boxed: Box<dyn std::error::Error + Send + Sync> = error.into();
+        (message, Arc::from(boxed))
+    }
+
+    pub(crate) fn configure(error: wasmtime::Error) -> Self {
+        let (message, source) = Self::parts(error);
+        Self::Configure { message, source }
+    }
+
+    pub(crate) fn compile(error: wasmtime::Error) -> Self {
+        let (message, source) = Self::parts(error);
+        Self::Compile { message, source }
+    }
+
+    pub(crate) fn link(error: wasmtime::Error) -> Self {
+        let (message, source) = Self::parts(error);
+        Self::Link { message, source }
+    }
+}
 
 pub struct Shared {
     pub engine: Engine,
@@ -57,11 +113,13 @@ pub struct Shared {
 pub enum Interruption {
     /// No instrumentation: nothing stops wasm until it returns to the host.
     None,
-    /// Fuel only: the compute budget is enforced, the wall clock and aborts are not.
+    /// Fuel, as every run uses: the compute budget is enforced exactly, and a busy guest yields
+    /// to the host every few million units, where the wall clock and aborts are enforced.
     Fuel,
-    /// Epochs only: the wall clock and aborts are enforced, the compute budget is not.
+    /// Epochs only: the wall clock and aborts are enforced at every function entry and loop
+    /// header; the compute budget is not.
     Epoch,
-    /// Both, as every run uses.
+    /// Both, to measure what epoch checks cost on top of fuel.
     FuelAndEpoch,
 }
 
@@ -181,7 +239,7 @@ fn config(interruption: Interruption) -> Config {
 static SHARED: OnceLock<Result<Shared, EngineError>> = OnceLock::new();
 
 fn build(interruption: Interruption, stop: &Arc<AtomicBool>) -> Result<Shared, EngineError> {
-    let engine = Engine::new(&config(interruption)).map_err(|e| EngineError(format!("{e:#}")))?;
+    let engine = Engine::new(&config(interruption)).map_err(EngineError::configure)?;
     let (module, module_source) = load_module(&engine, interruption)?;
     if interruption.epoch() {
         start_ticker(engine.clone(), stop.clone());
@@ -420,7 +478,7 @@ fn load_module(
             GUEST_WASM.to_vec()
         }
     };
-    let module = Module::new(engine, &wasm).map_err(|e| EngineError(format!("{e:#}")))?;
+    let module = Module::new(engine, &wasm).map_err(EngineError::compile)?;
     if let Some(path) = &path {
         write_cached(&module, path);
     }
@@ -439,7 +497,7 @@ pub fn module_from_disk_cache() -> Option<bool> {
 /// Compiles a module (a hostile test guest, say) with the shared engine.
 pub fn compile(bytes: &[u8]) -> Result<Module, EngineError> {
     let shared = shared()?;
-    Module::new(&shared.engine, bytes).map_err(|e| EngineError(format!("{e:#}")))
+    Module::new(&shared.engine, bytes).map_err(EngineError::compile)
 }
 
 #[cfg(test)]

@@ -79,7 +79,7 @@ fn instance_pre(
 ) -> Result<InstancePre<RunState>, EngineError> {
     imports::linker(engine)
         .and_then(|linker| linker.instantiate_pre(module))
-        .map_err(|e| EngineError(format!("{e:#}")))
+        .map_err(EngineError::link)
 }
 
 impl WasmCodeRuntime {

@@ -26,6 +26,11 @@ pub fn string_cost(s: &str) -> u64 {
     2 + s.chars().map(char_cost).sum::<u64>()
 }
 
+/// Bytes of `JSON.stringify(logs)`: `[]`, each entry, and a comma between two.
+pub fn logs_cost(logs: &[String]) -> u64 {
+    2 + logs.iter().map(|l| string_cost(l)).sum::<u64>() + logs.len().saturating_sub(1) as u64
+}
+
 /// Bytes of `JSON.stringify(value)`, without building the text and without recursion.
 pub fn value_cost(value: &Value) -> u64 {
     let mut total = 0u64;
@@ -167,9 +172,6 @@ impl Ledger {
 /// fits `max`: later log entries go first, and if even no logs leave room, the message itself is
 /// cut. This is how an overflow report always fits the cap it reports.
 pub fn fit_failure(logs: &mut Vec<String>, message: &mut String, max: u64) {
-    let logs_cost = |logs: &Vec<String>| -> u64 {
-        2 + logs.iter().map(|l| string_cost(l)).sum::<u64>() + logs.len().saturating_sub(1) as u64
-    };
     let message_cost = string_cost(message);
     while !logs.is_empty() && logs_cost(logs) + message_cost > max {
         let budget = max.saturating_sub(message_cost);
@@ -197,6 +199,25 @@ pub fn fit_failure(logs: &mut Vec<String>, message: &mut String, max: u64) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn costs_are_the_lengths_json_writes() {
+        for text in [
+            "",
+            "plain",
+            "q\"b\\",
+            "\u{0}\u{1f}\n\t\r\u{8}\u{c}",
+            "é😀",
+            "\u{7f}\u{2028}",
+        ] {
+            let mut written = String::new();
+            json::write_string(text, &mut written);
+            assert_eq!(string_cost(text), written.len() as u64, "{text:?}");
+        }
+        let logs = vec!["a".to_owned(), "b\n".to_owned()];
+        assert_eq!(logs_cost(&logs), json::to_string(&json!(logs)).len() as u64);
+        assert_eq!(logs_cost(&[]), 2);
+    }
 
     #[test]
     fn per_character_costs_match_json_stringify() {

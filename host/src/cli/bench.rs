@@ -189,7 +189,8 @@ async fn bash_true(
 ) -> Result<Duration, String> {
     let registry = Registry::with_mode(ToolMode::Code);
     let root = std::env::temp_dir();
-    let exec = codemode_exec::Exec::new(&root, backend, codemode_exec::ExecConfig::default())?;
+    let exec = codemode_exec::Exec::new(&root, backend, codemode_exec::ExecConfig::default())
+        .map_err(|e| e.to_string())?;
     let _tools = codemode_exec::register(&registry, &exec).map_err(|e| e.to_string())?;
     let _run_code = run_code::install(
         &registry,
@@ -424,7 +425,7 @@ const PAUSE_10MB_RANDOM: &str = "const rows = Array.from({ length: 100000 }, () 
 async fn durable_study() -> Result<Value, String> {
     use codemode_runtime::code::{BindingRef, Resume};
     let dir = std::env::temp_dir().join(format!("codemode-bench-state-{}", std::process::id()));
-    let durability = codemode_host::Durability::local(&dir)?;
+    let durability = codemode_host::Durability::local(&dir).map_err(|e| e.to_string())?;
     let rt = WasmCodeRuntime::new(codemode_host::Budgets::default())
         .map_err(|e| e.to_string())?
         .with_durability(durability);

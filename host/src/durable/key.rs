@@ -6,6 +6,7 @@
 //! user and that no one else may read or write, in a state directory that is the user's own
 //! (see `private.rs`): anyone who could replace it could forge paused runs.
 
+use super::DurabilityError;
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -36,21 +37,17 @@ impl Key {
     }
 
     /// The environment's key, else the one kept in `dir` (refused when there is no `dir`).
-    pub fn load(dir: Option<&Path>) -> Result<Self, String> {
+    pub fn load(dir: Option<&Path>) -> Result<Self, DurabilityError> {
         if let Some(key) = std::env::var_os(KEY_ENV) {
             let key = key.into_encoded_bytes();
             if key.len() < MIN_ENV_KEY {
-                return Err(format!(
-                    "{KEY_ENV} must be at least {MIN_ENV_KEY} characters (for example the output of `openssl rand -hex 32`)"
-                ));
+                return Err(DurabilityError::ShortKey { min: MIN_ENV_KEY });
             }
             return Ok(Self(key));
         }
         match dir {
-            Some(dir) => Self::from_dir(dir),
-            None => Err(format!(
-                "no state key: set {KEY_ENV} (every process resuming these runs needs it)"
-            )),
+            Some(dir) => Self::from_dir(dir).map_err(DurabilityError::KeyFile),
+            None => Err(DurabilityError::NoKey),
         }
     }
 

@@ -27,6 +27,38 @@ pub use object::ObjectStateStore;
 pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};
 pub use store::{LocalStore, StateStore, StoreError};
 
+/// Why a state store cannot be used for durable runs.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DurabilityError {
+    /// The state directory cannot be made, or is not private to codemode's user.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// [`KEY_ENV`] is set but too short to be a key.
+    #[error("{KEY_ENV} must be at least {min} characters (for example the output of `openssl rand -hex 32`)")]
+    ShortKey {
+        /// The fewest bytes a key may have.
+        min: usize,
+    },
+    /// No [`KEY_ENV`], and no state directory to keep a key in.
+    #[error("no state key: set {KEY_ENV} (every process resuming these runs needs it)")]
+    NoKey,
+    /// The state directory's key file cannot be read, created or trusted; says which and why.
+    #[error("{0}")]
+    KeyFile(String),
+    /// An object store URL or option that cannot be used.
+    #[error("{url}: {problem}")]
+    ObjectStore {
+        /// The store's URL.
+        url: String,
+        /// What is wrong with it.
+        problem: String,
+        /// The object store's own error, where it gave one.
+        #[source]
+        source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
 pub(crate) use key::new_run_id;
 use key::Key;
 use record::Header;
@@ -59,10 +91,10 @@ impl Durability {
     /// `consumed/`) belongs to the user codemode runs as and neither its group nor others can
     /// write it; the key file is refused unless it belongs to the user and no one else can
     /// read or write it (whoever can replace the key can forge runs that a resume runs).
-    pub fn local(dir: impl Into<PathBuf>) -> Result<Self, String> {
+    pub fn local(dir: impl Into<PathBuf>) -> Result<Self, DurabilityError> {
         let dir = dir.into();
         let store = LocalStore::new(&dir);
-        store.check().map_err(|e| e.to_string())?;
+        store.check()?;
         let key = Key::load(Some(&dir))?;
         Ok(Self::with_key(Arc::new(store), key))
     }
@@ -70,7 +102,7 @@ impl Durability {
     /// Records in the S3-compatible store `url` names (`s3://bucket/prefix`; see
     /// [`ObjectStateStore`]), authenticated with `CODEMODE_STATE_KEY`, else with the key of
     /// the default state directory (a fleet shares the environment's key).
-    pub fn s3(url: &str) -> Result<Self, String> {
+    pub fn s3(url: &str) -> Result<Self, DurabilityError> {
         let store = ObjectStateStore::s3(url)?;
         let key = Key::load(Self::default_dir().as_deref())?;
         Ok(Self::with_key(Arc::new(store), key))
@@ -427,6 +459,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         let refused = Durability::local(&dir).unwrap_err();
+        assert!(matches!(refused, DurabilityError::Store(_)), "{refused:?}");
+        let refused = refused.to_string();
         assert!(refused.contains(&dir.display().to_string()), "{refused}");
         assert!(refused.contains("mode 0777"), "{refused}");
         assert!(

@@ -14,7 +14,10 @@ use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, S3Conditio
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 
+use std::sync::Arc;
+
 use super::store::{too_large, StateStore, StoreError};
+use super::DurabilityError;
 
 /// Records as objects `<prefix>/runs/<id>.run`, consumed marks (holding the claimed record's
 /// tag) as `<prefix>/runs/<id>.resumed`.
@@ -29,32 +32,41 @@ pub struct ObjectStateStore {
 impl ObjectStateStore {
     /// The store `url` names (`s3://bucket` or `s3://bucket/prefix`), configured from the
     /// environment.
-    pub fn s3(url: &str) -> Result<Self, String> {
+    pub fn s3(url: &str) -> Result<Self, DurabilityError> {
         Self::s3_with(url, &[])
     }
 
     /// [`ObjectStateStore::s3`] with `options` over the environment's, by `object_store`'s
     /// configuration names (`aws_endpoint`, `aws_allow_http`, `aws_access_key_id`, …).
-    pub fn s3_with(url: &str, options: &[(&str, &str)]) -> Result<Self, String> {
+    pub fn s3_with(url: &str, options: &[(&str, &str)]) -> Result<Self, DurabilityError> {
+        let refused =
+            |problem: String, source: Option<object_store::Error>| DurabilityError::ObjectStore {
+                url: url.to_owned(),
+                problem,
+                source: source.map(|e| Arc::new(e) as Arc<dyn std::error::Error + Send + Sync>),
+            };
         let rest = url
             .strip_prefix("s3://")
-            .ok_or_else(|| format!("{url}: an object store is named s3://bucket/prefix"))?;
+            .ok_or_else(|| refused("an object store is named s3://bucket/prefix".into(), None))?;
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
-            return Err(format!("{url}: the bucket is missing (s3://bucket/prefix)"));
+            return Err(refused(
+                "the bucket is missing (s3://bucket/prefix)".into(),
+                None,
+            ));
         }
         let mut builder = AmazonS3Builder::from_env();
         for (name, value) in options {
             let key: AmazonS3ConfigKey = name
                 .parse()
-                .map_err(|e| format!("{url}: option {name}: {e}"))?;
+                .map_err(|e| refused(format!("option {name}: {e}"), Some(e)))?;
             builder = builder.with_config(key, *value);
         }
         let store = builder
             .with_bucket_name(bucket)
             .with_conditional_put(S3ConditionalPut::ETagMatch)
             .build()
-            .map_err(|e| format!("{url}: {e}"))?;
+            .map_err(|e| refused(e.to_string(), Some(e)))?;
         Ok(Self {
             store,
             bucket: bucket.to_owned(),

@@ -28,7 +28,6 @@ const TAG: usize = 32;
 /// Magic, format, header length; then the memory's length.
 const FRAMING: u64 = 8 + 4 + 4 + 8;
 
-
 /// The most bytes a record's header (the host's side of the run, as JSON) may take. A run whose
 /// header would be larger (logs, pending arguments and call records near their budgets) is not
 /// kept: its pause fails.

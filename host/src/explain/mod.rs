@@ -60,7 +60,7 @@ pub(crate) async fn explain(
     match outcome {
         Outcome::Failure(Some(better)) => {
             if let Some(error) = &mut result.error {
-                let fits = logs_cost(&result.logs) + ledger::string_cost(&better.message)
+                let fits = ledger::logs_cost(&result.logs) + ledger::string_cost(&better.message)
                     <= max_output_bytes;
                 if fits {
                     error.message = better.message;
@@ -74,11 +74,6 @@ pub(crate) async fn explain(
         Outcome::Hint(Some(hint)) => result.hint = Some(hint),
         _ => {}
     }
-}
-
-fn logs_cost(logs: &[String]) -> u64 {
-    2 + logs.iter().map(|l| ledger::string_cost(l)).sum::<u64>()
-        + logs.len().saturating_sub(1) as u64
 }
 
 /// An engine message this module can say better, and what it tells of the value (`undefined`,

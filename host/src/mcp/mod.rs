@@ -9,7 +9,7 @@ pub mod upstream;
 
 use codemode_runtime::tools::{RegistrationGuard, Registry};
 
-pub use upstream::{Upstream, UpstreamSpec};
+pub use upstream::{Upstream, UpstreamError, UpstreamSpec};
 
 /// Registers every tool of `upstreams` globally. Returns the registrations and, for people, a
 /// note per tool left out (an unusable schema, or a name taken after prefixing).

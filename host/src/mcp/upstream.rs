@@ -52,7 +52,56 @@ pub struct UpstreamSpec {
     pub env: BTreeMap<String, String>,
 }
 
-fn check_name(name: &str) -> Result<(), String> {
+/// Why an upstream server cannot be configured or started.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum UpstreamError {
+    /// A server name outside `[A-Za-z0-9_-]+` (it becomes part of tool names).
+    #[error("mcp server name {name:?} must be letters, digits, `_` or `-`")]
+    Name {
+        /// The name as given.
+        name: String,
+    },
+    /// A `--mcp NAME=COMMAND` flag that does not parse.
+    #[error("--mcp {flag}: {problem}")]
+    Flag {
+        /// The flag (or, once it parsed that far, the server's name).
+        flag: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A `{"mcpServers": …}` configuration that does not have that shape.
+    #[error("{at}{problem}")]
+    Config {
+        /// Where (`mcpServers.NAME: `), empty for the whole file.
+        at: String,
+        /// What is wrong there.
+        problem: String,
+    },
+    /// The server's command could not be spawned.
+    #[error("mcp server \"{name}\" could not start `{command}`: {source}")]
+    Spawn {
+        /// The server.
+        name: String,
+        /// Its command.
+        command: String,
+        /// Why it could not be spawned.
+        #[source]
+        source: std::sync::Arc<std::io::Error>,
+    },
+    /// The server started but did not complete the handshake and list its tools.
+    #[error("mcp server \"{name}\" did not start: {reason}{stderr_tail}")]
+    Handshake {
+        /// The server.
+        name: String,
+        /// What went wrong (its exit, a protocol error, no answer in time).
+        reason: String,
+        /// The last lines it wrote to stderr, as `; its stderr ended with: …`, or empty.
+        stderr_tail: String,
+    },
+}
+
+fn check_name(name: &str) -> Result<(), UpstreamError> {
     let ok = !name.is_empty()
         && name
             .chars()
@@ -60,25 +109,39 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "mcp server name {name:?} must be letters, digits, `_` or `-`"
-        ))
+        Err(UpstreamError::Name {
+            name: name.to_owned(),
+        })
+    }
+}
+
+fn flag_error(flag: &str, problem: impl Into<String>) -> UpstreamError {
+    UpstreamError::Flag {
+        flag: flag.to_owned(),
+        problem: problem.into(),
+    }
+}
+
+fn config_error(name: Option<&str>, problem: impl Into<String>) -> UpstreamError {
+    UpstreamError::Config {
+        at: name.map_or_else(String::new, |name| format!("mcpServers.{name}: ")),
+        problem: problem.into(),
     }
 }
 
 impl UpstreamSpec {
     /// Parses `NAME=COMMAND`, the command split as a shell would (quotes respected, nothing
     /// expanded).
-    pub fn from_flag(flag: &str) -> Result<Self, String> {
+    pub fn from_flag(flag: &str) -> Result<Self, UpstreamError> {
         let Some((name, command)) = flag.split_once('=') else {
-            return Err(format!("--mcp {flag:?}: expected NAME=COMMAND"));
+            return Err(flag_error(&format!("{flag:?}"), "expected NAME=COMMAND"));
         };
         check_name(name)?;
         let words = shlex::split(command)
-            .ok_or_else(|| format!("--mcp {name}: unbalanced quotes in {command:?}"))?;
+            .ok_or_else(|| flag_error(name, format!("unbalanced quotes in {command:?}")))?;
         let mut words = words.into_iter();
         let Some(program) = words.next() else {
-            return Err(format!("--mcp {name}: the command is empty"));
+            return Err(flag_error(name, "the command is empty"));
         };
         Ok(Self {
             name: name.to_owned(),
@@ -89,17 +152,21 @@ impl UpstreamSpec {
     }
 
     /// Reads the `{"mcpServers": {NAME: {command, args?, env?}}}` file MCP clients use.
-    pub fn from_config(text: &str) -> Result<Vec<Self>, String> {
-        let config: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    pub fn from_config(text: &str) -> Result<Vec<Self>, UpstreamError> {
+        let config: Value =
+            serde_json::from_str(text).map_err(|e| config_error(None, format!("not JSON: {e}")))?;
         let Some(servers) = config.get("mcpServers").and_then(Value::as_object) else {
-            return Err("expected an object with an \"mcpServers\" object".to_owned());
+            return Err(config_error(
+                None,
+                "expected an object with an \"mcpServers\" object",
+            ));
         };
         let mut specs = Vec::new();
         for (name, entry) in servers {
             check_name(name)?;
             let field = |key: &str| entry.get(key);
             let Some(command) = field("command").and_then(Value::as_str) else {
-                return Err(format!("mcpServers.{name}: \"command\" must be a string"));
+                return Err(config_error(Some(name), "\"command\" must be a string"));
             };
             let args = match field("args") {
                 None => Vec::new(),
@@ -107,8 +174,8 @@ impl UpstreamSpec {
                     .iter()
                     .map(|a| a.as_str().map(str::to_owned))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| format!("mcpServers.{name}: \"args\" must be strings"))?,
-                Some(_) => return Err(format!("mcpServers.{name}: \"args\" must be an array")),
+                    .ok_or_else(|| config_error(Some(name), "\"args\" must be strings"))?,
+                Some(_) => return Err(config_error(Some(name), "\"args\" must be an array")),
             };
             let env = match field("env") {
                 None => BTreeMap::new(),
@@ -116,8 +183,8 @@ impl UpstreamSpec {
                     .iter()
                     .map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
                     .collect::<Option<BTreeMap<_, _>>>()
-                    .ok_or_else(|| format!("mcpServers.{name}: \"env\" values must be strings"))?,
-                Some(_) => return Err(format!("mcpServers.{name}: \"env\" must be an object")),
+                    .ok_or_else(|| config_error(Some(name), "\"env\" values must be strings"))?,
+                Some(_) => return Err(config_error(Some(name), "\"env\" must be an object")),
             };
             specs.push(Self {
                 name: name.clone(),
@@ -179,7 +246,7 @@ impl Drop for Upstream {
 
 impl Upstream {
     /// Starts `spec` and lists its tools, within `timeout`.
-    pub async fn start(spec: &UpstreamSpec, timeout: Duration) -> Result<Self, String> {
+    pub async fn start(spec: &UpstreamSpec, timeout: Duration) -> Result<Self, UpstreamError> {
         let name = spec.name.clone();
         let mut command = CommandWrap::with_new(&spec.command, |c| {
             // codemode's own secrets are not the server's (its configuration may still pass
@@ -193,18 +260,21 @@ impl Upstream {
                 .stderr(Stdio::piped());
         });
         command.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-        let mut child = command.spawn().map_err(|e| {
-            format!(
-                "mcp server \"{name}\" could not start `{}`: {e}",
-                spec.command
-            )
+        let mut child = command.spawn().map_err(|source| UpstreamError::Spawn {
+            name: name.clone(),
+            command: spec.command.clone(),
+            source: Arc::new(source),
         })?;
         let (Some(stdin), Some(stdout), stderr) = (
             child.stdin().take(),
             child.stdout().take(),
             child.stderr().take(),
         ) else {
-            return Err(format!("mcp server \"{name}\": no stdio pipes"));
+            return Err(UpstreamError::Handshake {
+                name,
+                reason: "no stdio pipes".to_owned(),
+                stderr_tail: String::new(),
+            });
         };
         let health = Arc::new(Health::default());
         let child = Arc::new(Mutex::new(child));
@@ -225,12 +295,13 @@ impl Upstream {
         })
         .await;
         let failure = |why: String| {
-            let why = health.down().unwrap_or(why);
+            let reason = health.down().unwrap_or(why);
             let _ = Health::lock(&child).start_kill();
-            format!(
-                "mcp server \"{name}\" did not start: {why}{}",
-                health.stderr_tail()
-            )
+            UpstreamError::Handshake {
+                name: name.clone(),
+                reason,
+                stderr_tail: health.stderr_tail(),
+            }
         };
         let (service, tools) = match started {
             Ok(Ok(started)) => started,
@@ -517,7 +588,7 @@ async fn watch_exit(child: Arc<Mutex<Box<dyn ChildWrapper>>>, health: Arc<Health
 }
 
 /// Starts every server at once; the ones that fail are reported, the rest serve.
-pub async fn start_all(specs: &[UpstreamSpec]) -> (Vec<Upstream>, Vec<String>) {
+pub async fn start_all(specs: &[UpstreamSpec]) -> (Vec<Upstream>, Vec<UpstreamError>) {
     let started = futures::future::join_all(
         specs
             .iter()

@@ -25,7 +25,10 @@
 //!   (nothing follows); 1 = a value, JSON up to the end; 2 = a failure: `u8 kind`
 //!   (0 exception, 1 invalid-output, 2 output-limit), `u32 line` (1-based in the program, 0 = unknown),
 //!   `u32 column` (1-based, 0 = unknown), message up to the end.
-//! - `output_limit()`: the guest declares it overflowed the output cap (believed).
+//! - `output_limit()`: the guest declares it overflowed the output cap (believed: the run
+//!   settles as an output-limit failure). The Boa guest never imports it (it reports an
+//!   overflow in its `done` frame, kind 2); it is part of the interface a guest may link, so
+//!   the hostile-guest suites exercise it.
 //!
 //! Exports, host → guest: `memory`; `cm_run() -> u32` and `cm_deliver(len) -> u32`, each
 //! returning [`STATUS_DONE`] or [`STATUS_WAITING`]. [`Delivery`] frame: `u8 tag`, `u32 id`;

@@ -101,7 +101,7 @@ fn spawn(
 }
 
 /// Runs `args` in the foreground: `{ output, exitCode, timedOut, truncated }`.
-pub async fn foreground(
+pub(crate) async fn foreground(
     exec: &Exec,
     args: &BashArgs,
     signal: &AbortSignal,
@@ -167,7 +167,7 @@ pub async fn foreground(
 }
 
 /// Starts `args` as a background job of `owner`: `{ kind: "background", jobId }`.
-pub async fn background(
+pub(crate) async fn background(
     exec: &Exec,
     args: &BashArgs,
     owner: u64,

@@ -4,6 +4,8 @@
 
 use std::ffi::{OsStr, OsString};
 
+use crate::SetupError;
+
 /// Variables that hold codemode's own credentials: the state store's key, the HTTP server's
 /// token, and the AWS credentials given for an S3 state store. No command sees them, on any
 /// backend, and none may be passed through by name.
@@ -27,17 +29,13 @@ pub fn is_secret(name: &OsStr) -> bool {
 }
 
 /// Refuses a pass-through list that names one of codemode's secrets or an impossible name.
-pub fn check_pass_through(names: &[String]) -> Result<(), String> {
+pub fn check_pass_through(names: &[String]) -> Result<(), SetupError> {
     for name in names {
         if name.is_empty() || name.contains('=') || name.contains('\0') {
-            return Err(format!(
-                "{name:?} is not an environment variable name (give the name alone, without a value)"
-            ));
+            return Err(SetupError::EnvironmentName { name: name.clone() });
         }
         if is_secret(OsStr::new(name)) {
-            return Err(format!(
-                "{name} holds one of codemode's own credentials and is never passed to commands"
-            ));
+            return Err(SetupError::SecretEnvironment { name: name.clone() });
         }
     }
     Ok(())
@@ -69,11 +67,20 @@ mod tests {
 
     #[test]
     fn secrets_cannot_be_passed_through() {
-        assert!(check_pass_through(&["CODEMODE_STATE_KEY".into()])
-            .unwrap_err()
-            .contains("never passed"));
-        assert!(check_pass_through(&["A=b".into()]).is_err());
-        assert!(check_pass_through(&["".into()]).is_err());
+        let refused = check_pass_through(&["CODEMODE_STATE_KEY".into()]).unwrap_err();
+        assert!(
+            matches!(&refused, SetupError::SecretEnvironment { name } if name == "CODEMODE_STATE_KEY"),
+            "{refused:?}"
+        );
+        assert!(refused.to_string().contains("never passed"));
+        assert!(matches!(
+            check_pass_through(&["A=b".into()]),
+            Err(SetupError::EnvironmentName { .. })
+        ));
+        assert!(matches!(
+            check_pass_through(&["".into()]),
+            Err(SetupError::EnvironmentName { .. })
+        ));
         assert!(check_pass_through(&["GITHUB_TOKEN".into()]).is_ok());
     }
 }

@@ -97,7 +97,7 @@ impl Jobs {
 
     /// Publishes a started process as a job of `owner`. When the owner already has as many
     /// jobs running as allowed, the process is terminated and the publication refused.
-    pub async fn publish(
+    pub(crate) async fn publish(
         self: &Arc<Self>,
         owner: Owner,
         command: &str,
@@ -170,7 +170,7 @@ impl Jobs {
 
     /// Output from `offset` (the reader's own position when `None`), waiting up to `wait` for
     /// some when there is none yet and the job is running.
-    pub async fn output(
+    pub(crate) async fn output(
         &self,
         owner: Owner,
         id: &str,
@@ -207,7 +207,7 @@ impl Jobs {
     }
 
     /// Terminates a running job (terminate then wait). `Ok(false)` when it had already ended.
-    pub async fn kill(&self, owner: Owner, id: &str) -> Result<bool, String> {
+    pub(crate) async fn kill(&self, owner: Owner, id: &str) -> Result<bool, String> {
         let job = self.find(owner, id)?;
         Ok(job.process.stop().await)
     }

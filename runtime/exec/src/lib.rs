@@ -13,6 +13,7 @@ pub mod backend;
 pub mod bash;
 mod descriptors;
 pub mod environment;
+mod error;
 pub mod jobs;
 pub mod sandbox;
 pub mod stream;
@@ -38,6 +39,8 @@ use backend::Backend;
 use jobs::{JobLimits, Jobs, Owner};
 use terminal::{TerminalLimits, Terminals};
 use workspace::Workspace;
+
+pub use error::SetupError;
 
 /// Timeouts and limits of the execution tools.
 #[derive(Clone, Debug)]
@@ -85,9 +88,12 @@ impl Exec {
         root: &Path,
         backend: Arc<dyn Backend>,
         config: ExecConfig,
-    ) -> Result<Arc<Self>, String> {
+    ) -> Result<Arc<Self>, SetupError> {
         let workspace = Workspace::new(root)?;
-        let bash = subprocess::which("bash")?;
+        let bash = subprocess::which("bash").map_err(|reason| SetupError::MissingProgram {
+            name: "bash".to_owned(),
+            reason,
+        })?;
         let jobs = Jobs::new(config.jobs.clone());
         let terminals = Terminals::new(config.terminals.clone());
         let running = Arc::new(tokio::sync::Semaphore::new(config.max_processes));

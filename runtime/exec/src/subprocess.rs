@@ -72,7 +72,7 @@ impl std::fmt::Debug for Process {
 }
 
 /// Finds `name` on `PATH` (or takes it as a path when it has a `/`).
-pub fn which(name: &str) -> Result<PathBuf, String> {
+pub(crate) fn which(name: &str) -> Result<PathBuf, String> {
     if name.contains('/') {
         let path = PathBuf::from(name);
         return if is_executable(&path) {
@@ -96,7 +96,10 @@ fn is_executable(path: &Path) -> bool {
 impl Process {
     /// Starts `spec` on `backend` with stdin closed and stdout and stderr on one pipe, whose
     /// read end is returned.
-    pub fn spawn(spec: Spawn<'_>, backend: &dyn Backend) -> Result<(Self, pipe::Receiver), String> {
+    pub(crate) fn spawn(
+        spec: Spawn<'_>,
+        backend: &dyn Backend,
+    ) -> Result<(Self, pipe::Receiver), String> {
         let (reader, writer) =
             std::io::pipe().map_err(|e| format!("cannot create an output pipe: {e}"))?;
         let writer_err = writer
@@ -111,7 +114,7 @@ impl Process {
 
     /// Starts `spec` on `backend` as the leader of a new session whose controlling terminal is
     /// the pseudo-terminal `slave` (its stdin, stdout and stderr).
-    pub fn spawn_pty(
+    pub(crate) fn spawn_pty(
         spec: Spawn<'_>,
         backend: &dyn Backend,
         slave: OwnedFd,

@@ -146,7 +146,7 @@ impl Terminals {
     }
 
     /// Opens a terminal for `owner` in `cwd` (relative to the workspace).
-    pub async fn open(
+    pub(crate) async fn open(
         &self,
         exec: &Exec,
         owner: Owner,
@@ -246,7 +246,7 @@ impl Terminals {
     }
 
     /// Writes `input` to the terminal, as if typed.
-    pub async fn send(&self, owner: Owner, id: &str, input: &str) -> Result<usize, String> {
+    pub(crate) async fn send(&self, owner: Owner, id: &str, input: &str) -> Result<usize, String> {
         if input.len() > self.limits.max_input_bytes {
             return Err(format!(
                 "input is {} bytes; send at most {} at a time",
@@ -279,7 +279,7 @@ impl Terminals {
 
     /// Output from `offset` (the reader's own position when `None`), waiting up to `wait` for
     /// some when there is none yet.
-    pub async fn read(
+    pub(crate) async fn read(
         &self,
         owner: Owner,
         id: &str,
@@ -295,7 +295,7 @@ impl Terminals {
     }
 
     /// Delivers `signal` to the terminal's foreground process group.
-    pub fn signal(&self, owner: Owner, id: &str, name: &str) -> Result<bool, String> {
+    pub(crate) fn signal(&self, owner: Owner, id: &str, name: &str) -> Result<bool, String> {
         let signal = SIGNALS
             .iter()
             .find(|(n, _)| *n == name)
@@ -312,7 +312,7 @@ impl Terminals {
     }
 
     /// Closes a terminal: SIGHUP to its session, SIGKILL after the grace period.
-    pub async fn close(&self, owner: Owner, id: &str) -> Result<(), String> {
+    pub(crate) async fn close(&self, owner: Owner, id: &str) -> Result<(), String> {
         let terminal = self.find(owner, id)?;
         lock(&self.state).open.remove(id);
         terminal.shell.stop().await;

@@ -12,6 +12,8 @@ use std::path::{Component, Path, PathBuf};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
+use crate::SetupError;
+
 pub struct Workspace {
     root: PathBuf,
 }
@@ -29,21 +31,21 @@ impl WorkDir {
 }
 
 impl Workspace {
-    pub fn new(root: &Path) -> Result<Self, String> {
+    pub fn new(root: &Path) -> Result<Self, SetupError> {
         let root = root
             .canonicalize()
-            .map_err(|e| format!("the workspace {} cannot be used: {e}", root.display()))?;
+            .map_err(|source| SetupError::Workspace {
+                path: root.to_owned(),
+                source,
+            })?;
         if !root.is_dir() {
-            return Err(format!(
-                "the workspace {} is not a directory",
-                root.display()
-            ));
+            return Err(SetupError::NotADirectory { path: root });
         }
         Ok(Self { root })
     }
 
     /// Opens `workdir` (the workspace itself when `None` or empty).
-    pub fn open(&self, workdir: Option<&str>) -> Result<WorkDir, String> {
+    pub(crate) fn open(&self, workdir: Option<&str>) -> Result<WorkDir, String> {
         let root = Dir::open_ambient_dir(&self.root, ambient_authority())
             .map_err(|e| format!("cannot open the workspace {}: {e}", self.root.display()))?;
         let workdir = workdir.unwrap_or("");

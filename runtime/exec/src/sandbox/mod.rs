@@ -31,6 +31,7 @@ use std::sync::Arc;
 use process_wrap::tokio::CommandWrap;
 
 use crate::backend::Backend;
+use crate::SetupError;
 pub use child::Namespaces;
 use child::Plan;
 pub use rules::MINIMUM_ABI;
@@ -112,7 +113,7 @@ impl std::fmt::Display for Protections {
     }
 }
 
-const NOTHING_STARTS: &str = "this kernel cannot enforce the sandbox: a confined test process could not start (dropping capabilities, no_new_privs, seccomp or Landlock failed)";
+const NOTHING_STARTS: &str = "a confined test process could not start (dropping capabilities, no_new_privs, seccomp or Landlock failed)";
 
 pub struct Sandbox {
     plan: Arc<Plan>,
@@ -123,19 +124,22 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// Prepares the confinement for `workspace` with default options.
-    pub fn new(workspace: &Path) -> Result<Self, String> {
+    pub fn new(workspace: &Path) -> Result<Self, SetupError> {
         Self::with_options(workspace, SandboxOptions::default())
     }
 
     /// Prepares the confinement for `workspace`. `Err` says why this kernel cannot enforce
     /// it, or what is wrong with the options.
-    pub fn with_options(workspace: &Path, options: SandboxOptions) -> Result<Self, String> {
+    pub fn with_options(workspace: &Path, options: SandboxOptions) -> Result<Self, SetupError> {
         crate::environment::check_pass_through(&options.pass_env)?;
         let abi = rules::kernel_abi();
         rules::check_abi(abi)?;
         let workspace = workspace
             .canonicalize()
-            .map_err(|e| format!("the workspace {} cannot be used: {e}", workspace.display()))?;
+            .map_err(|source| SetupError::Workspace {
+                path: workspace.to_owned(),
+                source,
+            })?;
         let temp = PrivateTemp::create()?;
         let ruleset = Arc::new(rules::build(abi, &workspace, &temp.0)?);
         // The first of these the kernel lets a throwaway command start under.
@@ -152,7 +156,9 @@ impl Sandbox {
                     (Arc::new(plan), namespaces, filter.map(|_| ()))
                 })
                 .find(|(plan, _, _)| plan_works(plan))
-                .ok_or(NOTHING_STARTS)?;
+                .ok_or_else(|| SetupError::Unenforceable {
+                    reason: NOTHING_STARTS.to_owned(),
+                })?;
         let unix_sockets = match (&filtered, abi >= rules::UNIX_SOCKET_ABI) {
             (_, true) => UnixSockets::Landlock,
             (Ok(()), false) => UnixSockets::CreationRefused,
@@ -191,7 +197,7 @@ impl Sandbox {
 struct PrivateTemp(PathBuf);
 
 impl PrivateTemp {
-    fn create() -> Result<Self, String> {
+    fn create() -> Result<Self, SetupError> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "codemode-sandbox-{}-{}",
@@ -200,17 +206,15 @@ impl PrivateTemp {
         ));
         let mut builder = std::fs::DirBuilder::new();
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder.create(&dir).map_err(|e| {
-            format!(
-                "cannot create the sandbox's temporary directory {}: {e}",
-                dir.display()
-            )
+        builder.create(&dir).map_err(|source| SetupError::TempDir {
+            path: dir.clone(),
+            source,
         })?;
         match dir.canonicalize() {
             Ok(resolved) => Ok(Self(resolved)),
-            Err(e) => {
+            Err(source) => {
                 let _ = std::fs::remove_dir(&dir);
-                Err(format!("cannot resolve {}: {e}", dir.display()))
+                Err(SetupError::TempDir { path: dir, source })
             }
         }
     }

@@ -11,6 +11,8 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+use crate::SetupError;
+
 use landlock::{
     path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset,
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
@@ -68,19 +70,15 @@ pub fn kernel_abi() -> i32 {
 }
 
 /// `Err` names what is missing when `abi` is below the minimum.
-pub fn check_abi(abi: i32) -> Result<(), String> {
+pub fn check_abi(abi: i32) -> Result<(), SetupError> {
     if abi >= MINIMUM_ABI {
         return Ok(());
     }
-    let offered = if abi == 0 {
-        "no Landlock (it is not built in or not enabled at boot: `lsm=...,landlock`)".to_owned()
-    } else {
-        format!("Landlock ABI {abi}")
-    };
-    Err(format!(
-        "this kernel cannot enforce the sandbox: it needs Landlock ABI {MINIMUM_ABI} (Linux 6.12 or later) to scope signals and abstract unix sockets and to control device ioctls, and this kernel ({}) offers {offered}; use --exec local only where commands may act as codemode's own user",
-        kernel_release()
-    ))
+    Err(SetupError::KernelTooOld {
+        release: kernel_release(),
+        abi,
+        minimum: MINIMUM_ABI,
+    })
 }
 
 fn kernel_release() -> String {
@@ -90,7 +88,7 @@ fn kernel_release() -> String {
 }
 
 /// Builds the ruleset for a kernel offering `abi` (at least [`MINIMUM_ABI`]).
-pub fn build(abi: i32, workspace: &Path, temp: &Path) -> Result<OwnedFd, String> {
+pub fn build(abi: i32, workspace: &Path, temp: &Path) -> Result<OwnedFd, SetupError> {
     let with_unix = abi >= UNIX_SOCKET_ABI;
     let base = ABI::V6;
     let mut handled = AccessFs::from_all(base);
@@ -98,8 +96,9 @@ pub fn build(abi: i32, workspace: &Path, temp: &Path) -> Result<OwnedFd, String>
         handled |= AccessFs::ResolveUnix;
     }
     let writable = handled & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
-    let refused =
-        |e: landlock::RulesetError| format!("this kernel cannot enforce the sandbox: {e}");
+    let refused = |e: landlock::RulesetError| SetupError::Unenforceable {
+        reason: e.to_string(),
+    };
     let created = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(handled)
@@ -127,8 +126,9 @@ pub fn build(abi: i32, workspace: &Path, temp: &Path) -> Result<OwnedFd, String>
             r.add_rules(path_beneath_rules([path], device.access()))
         })
         .map_err(refused)?;
-    Option::<OwnedFd>::from(created)
-        .ok_or_else(|| "this kernel cannot enforce the sandbox: Landlock is not enabled".to_owned())
+    Option::<OwnedFd>::from(created).ok_or_else(|| SetupError::Unenforceable {
+        reason: "Landlock is not enabled".to_owned(),
+    })
 }
 
 /// Every top-level entry but `/dev`, whose nodes are granted one by one.
@@ -151,10 +151,22 @@ mod tests {
 
     #[test]
     fn an_old_kernel_is_refused_with_what_it_lacks() {
-        let message = check_abi(4).unwrap_err();
+        let error = check_abi(4).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                SetupError::KernelTooOld {
+                    abi: 4,
+                    minimum: 6,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        let message = error.to_string();
         assert!(message.contains("needs Landlock ABI 6"), "{message}");
         assert!(message.contains("offers Landlock ABI 4"), "{message}");
-        let message = check_abi(0).unwrap_err();
+        let message = check_abi(0).unwrap_err().to_string();
         assert!(message.contains("no Landlock"), "{message}");
         assert!(check_abi(6).is_ok() && check_abi(9).is_ok());
     }
