@@ -110,6 +110,8 @@ pub struct Shared {
 /// other schemes exist to measure what each mechanism costs; without fuel, nothing enforces
 /// the compute budget while wasm runs, and with neither, nothing stops it at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+// Runs only ever use `Fuel`; the other schemes are built by `codemode bench` (feature `bench`).
+#[cfg_attr(not(feature = "bench"), allow(dead_code))]
 pub enum Interruption {
     /// No instrumentation: nothing stops wasm until it returns to the host.
     None,
@@ -125,6 +127,7 @@ pub enum Interruption {
 
 impl Interruption {
     /// Every scheme, for benchmarks that compare them.
+    #[cfg(feature = "bench")]
     pub const ALL: [Interruption; 4] = [
         Interruption::None,
         Interruption::Fuel,
@@ -143,6 +146,7 @@ impl Interruption {
     }
 
     /// The scheme's short name, which labels it in benchmark reports.
+    #[cfg(feature = "bench")]
     pub fn name(self) -> &'static str {
         match self {
             Interruption::None => "none",
@@ -263,6 +267,7 @@ pub fn shared() -> Result<&'static Shared, EngineError> {
 
 /// A private engine and guest under another interruption scheme, for measurements. Its epoch
 /// ticker (if any) runs until the returned [`Ticker`] is dropped.
+#[cfg(feature = "bench")]
 pub fn private(interruption: Interruption) -> Result<(Shared, Ticker), EngineError> {
     let stop = Arc::new(AtomicBool::new(false));
     let shared = build(interruption, &stop)?;
@@ -495,6 +500,7 @@ pub fn module_from_disk_cache() -> Option<bool> {
 }
 
 /// Compiles a module (a hostile test guest, say) with the shared engine.
+#[cfg(feature = "bench")]
 pub fn compile(bytes: &[u8]) -> Result<Module, EngineError> {
     let shared = shared()?;
     Module::new(&shared.engine, bytes).map_err(EngineError::compile)

@@ -1,6 +1,11 @@
 //! codemode's wasm sandbox: TypeScript programs run in a fresh Boa-in-wasm instance per run,
 //! under compute (fuel), wall-clock, memory and output budgets, calling host bindings through
 //! a validated bridge. The `codemode` binary (src/main.rs) wires this crate to the CLI.
+//!
+//! Features: `mcp` (upstream MCP servers as tools, and `run_code` served over MCP), `s3`
+//! (paused runs in an object store), `cli` (the binary; both of those and the command line),
+//! all on by default; `bench` (`codemode bench` and the seams benchmarks and hostile-guest
+//! tests use), off.
 
 #![warn(missing_docs)]
 
@@ -10,6 +15,7 @@ pub mod config;
 pub mod durable;
 mod engine;
 mod explain;
+#[cfg(feature = "mcp")]
 pub mod mcp;
 mod preinit;
 mod run;
@@ -18,7 +24,9 @@ pub mod strip;
 
 pub use config::{BudgetError, Budgets, FUEL_PER_MS};
 pub use durable::Durability;
+pub use engine::EngineError;
 pub use engine::{module_from_disk_cache, on_guest_preparation};
-pub use engine::{EngineError, Interruption, GUEST_WASM};
+#[cfg(feature = "bench")]
+pub use engine::{Interruption, GUEST_WASM};
 pub use run::RunMetrics;
 pub use runtime::{SetupError, WasmCodeRuntime};

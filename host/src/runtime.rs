@@ -4,11 +4,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use codemode_runtime::code::Language;
 use codemode_runtime::code::{
     validate_bindings, BoxFuture, CodeRuntime, FailureKind, Reply, Resume, RunFailure,
     RunRejection, RunRequest, RunResult,
 };
-use codemode_runtime::code::Language;
 use codemode_runtime::signal::{AbortController, AbortSignal};
 use tokio::sync::Notify;
 use wasmtime::{InstancePre, Module};
@@ -96,6 +96,7 @@ impl WasmCodeRuntime {
     /// measuring what each mechanism costs. Budgets the scheme lacks go unenforced while wasm
     /// runs (see [`Interruption`]); use [`WasmCodeRuntime::new`] for real work. Each scheme
     /// compiles (or loads from the disk cache) its own copy of the guest.
+    #[cfg(feature = "bench")]
     pub fn with_interruption(
         budgets: Budgets,
         interruption: Interruption,
@@ -108,6 +109,7 @@ impl WasmCodeRuntime {
 
     /// A runtime over another guest module (WAT or wasm bytes) speaking the same bridge, for
     /// testing the host against hostile guests.
+    #[cfg(feature = "bench")]
     pub fn with_guest_module(bytes: &[u8], budgets: Budgets) -> Result<Self, SetupError> {
         budgets.validate()?;
         let module = engine::compile(bytes)?;

@@ -11,8 +11,8 @@ export const PROGRAMS = {
   parallelSleeps: 'await Promise.all(Array.from({ length: 10 }, () => tools.sleep({ ms: 100 })));',
   hold: 'await tools.hold({}); return 1;',
   spin: 'for (;;) {}',
-  compute: readFileSync(new URL('./workloads/compute.js', import.meta.url), 'utf8'),
-  data: readFileSync(new URL('./workloads/data.js', import.meta.url), 'utf8'),
+  compute: readFileSync(new URL('../../fixtures/workloads/compute.js', import.meta.url), 'utf8'),
+  data: readFileSync(new URL('../../fixtures/workloads/data.js', import.meta.url), 'utf8'),
 };
 
 // The data workload's tool result: DATA_ROWS rows from a MINSTD generator (products stay below

@@ -27,7 +27,7 @@ const ROWS = [
   { key: 'rss_per_instance_mib', label: 'RSS per live instance, 100 alive', unit: 'MiB', target: 2, lower: true },
   { key: 'private_per_instance_mib', label: 'of which private (anonymous)', unit: 'MiB' },
   { key: 'kill_latency_ms', label: 'kill latency past a 100 ms wall budget', unit: 'ms', target: 5, lower: true },
-  { key: 'compute_ms', label: 'compute workload (`tests/bench/workloads/compute.js`)', unit: 'ms' },
+  { key: 'compute_ms', label: 'compute workload (`fixtures/workloads/compute.js`)', unit: 'ms' },
   { key: 'fuel_per_ms', label: 'fuel per ms of compute', unit: '' },
 ];
 
@@ -191,7 +191,7 @@ function render(results) {
   if (withData.length > 0) {
     lines.push('', '## Data workload', '');
     lines.push(
-      '`tests/bench/workloads/data.js`: a `read_file` tool hands the program 50,000 generated rows ' +
+      '`fixtures/workloads/data.js`: a `read_file` tool hands the program 50,000 generated rows ' +
         '(about 7 MB of JSON, the same bytes for every system); the program parses them, aggregates ' +
         'with `for…of`, filters, sorts and slices, and `JSON.stringify`s a projection, timing each ' +
         'phase itself with `Date.now()`. The median of three runs by total; "×" columns divide ' +

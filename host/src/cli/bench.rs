@@ -227,7 +227,7 @@ fn holding_namespace(release: Arc<AtomicBool>) -> BindingNamespace {
 }
 
 /// The compute workload shared with the peer scripts: a function body ending in `return`.
-const COMPUTE_PROGRAM: &str = include_str!("../../../tests/bench/workloads/compute.js");
+const COMPUTE_PROGRAM: &str = include_str!("../../../fixtures/workloads/compute.js");
 const COMPUTE_RESULT: f64 = 899_397.0;
 
 /// Samples taken of the compute workload (the median is reported).
@@ -305,7 +305,7 @@ async fn interruption_study(compute: bool) -> Result<(Value, Value), String> {
 
 /// The data workload shared with the peer scripts: it reads `data_text()` through a
 /// `read_file` tool and times its phases itself.
-const DATA_PROGRAM: &str = include_str!("../../../tests/bench/workloads/data.js");
+const DATA_PROGRAM: &str = include_str!("../../../fixtures/workloads/data.js");
 const DATA_ROWS: u64 = 50_000;
 
 /// The data workload's tool result, byte for byte what `dataText` in
@@ -545,7 +545,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     .await?
     .total;
 
-    // The compute-heavy workload every peer runs too (tests/bench/workloads/compute.js).
+    // The compute-heavy workload every peer runs too (fixtures/workloads/compute.js).
     let (compute, compute_fuel) = compute_median(&rt).await?;
     let fuel_per_ms = compute_fuel as f64 / ms(compute).max(1e-9);
 

@@ -2,6 +2,7 @@
 //! 0 success, 1 the program failed, 2 a usage or I/O error, 3 the program paused.
 
 mod approval;
+#[cfg(feature = "bench")]
 mod bench;
 mod http;
 mod mcp;
@@ -48,6 +49,7 @@ enum Command {
     /// Serve `run_code` (and, with `--mode both`, the upstream tools) to MCP clients.
     Mcp(McpArgs),
     /// Measure the standard workloads in process.
+    #[cfg(feature = "bench")]
     Bench(BenchArgs),
 }
 
@@ -310,6 +312,7 @@ pub struct ResumeArgs {
     pub tools: ToolArgs,
 }
 
+#[cfg(feature = "bench")]
 #[derive(Args)]
 pub struct BenchArgs {
     /// Print one JSON object instead of a table.
@@ -411,6 +414,7 @@ pub fn main() -> ExitCode {
                     EXIT_PROGRAM_FAILED
                 })
         }),
+        #[cfg(feature = "bench")]
         Command::Bench(args) => runtime.block_on(bench::bench(args)),
     };
     ExitCode::from(code)

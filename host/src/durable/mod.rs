@@ -13,6 +13,7 @@
 pub(crate) mod globals;
 mod key;
 pub(crate) mod memory;
+#[cfg(feature = "s3")]
 mod object;
 mod private;
 pub(crate) mod record;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use key::KEY_ENV;
+#[cfg(feature = "s3")]
 pub use object::ObjectStateStore;
 pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};
 pub use store::{LocalStore, StateStore, StoreError};
@@ -99,6 +101,7 @@ impl Durability {
         Ok(Self::with_key(Arc::new(store), key))
     }
 
+    #[cfg(feature = "s3")]
     /// Records in the S3-compatible store `url` names (`s3://bucket/prefix`; see
     /// [`ObjectStateStore`]), authenticated with `CODEMODE_STATE_KEY`, else with the key of
     /// the default state directory (a fleet shares the environment's key).

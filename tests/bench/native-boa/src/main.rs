@@ -8,7 +8,7 @@ use boa_engine::builtins::promise::PromiseState;
 use boa_engine::{Context, Source};
 use serde_json::{json, Value};
 
-const COMPUTE_BODY: &str = include_str!("../../workloads/compute.js");
+const COMPUTE_BODY: &str = include_str!("../../../../fixtures/workloads/compute.js");
 const COMPUTE_EXPECTED: f64 = 899_397.0;
 
 /// Every peer wraps a program body the same way, so that `return` and `await` are legal at its top.
