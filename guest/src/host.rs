@@ -46,13 +46,13 @@ pub fn send_log(text: &str) {
 /// Starts a binding call; true when the host accepted it and will deliver exactly one reply.
 pub fn send_call(id: u32, frame: &[u8]) -> bool {
     // SAFETY: the host only reads `frame`'s bytes.
-    unsafe { call(id, frame.as_ptr(), frame.len() as u32) == 0 }
+    unsafe { call(id, frame.as_ptr(), frame.len() as u32) == codemode_wire::CALL_ACCEPTED }
 }
 
 /// Arms a host timer; false when the host refused it (too many armed).
 pub fn start_timer(id: u32, delay_ms: f64) -> bool {
     // SAFETY: no memory is passed.
-    unsafe { timer_start(id, delay_ms) == 0 }
+    unsafe { timer_start(id, delay_ms) == codemode_wire::TIMER_ARMED }
 }
 
 pub fn cancel_timer(id: u32) {

@@ -1,9 +1,11 @@
 //! Boa as the guest runs it: the registry's Boa crates with the patches in
 //! `guest/patches/<crate>/*.patch` applied, in order (today `boa_engine` and `boa_gc`).
 //!
-//! The patches are small changes written so that they could go upstream (each says why at its
-//! top). They are applied here, at build time, to a copy of the pristine source that cargo
-//! fetched for the guest's lock file, so that the repository carries patches, never a fork.
+//! Each patch opens with a `Subject:` line and the why of the change, and an `Upstreamable:`
+//! line (checked here) saying whether it could go upstream as it is. They are applied at build
+//! time to a copy of the pristine source that cargo fetched for the guest's lock file, so that
+//! the repository carries patches, never a fork: build machines reach the package registries,
+//! not a git host.
 //! The guest is then built from a generated manifest (the guest's, with absolute paths and a
 //! `[patch.crates-io]` entry per patched crate) beside a copy of the guest's lock file; the
 //! guest's own directory is never written to. After the build, the lock cargo wrote must name
@@ -104,6 +106,15 @@ fn read_patches(dir: &Path) -> Vec<(String, String)> {
                 .into_owned();
             let text = fs::read_to_string(&path)
                 .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+            // Every patch says what it changes and whether it could go upstream, before its diff.
+            let preamble = text.split("\ndiff --git").next().unwrap_or_default();
+            for field in ["Subject:", "Upstreamable:"] {
+                assert!(
+                    preamble.lines().any(|line| line.starts_with(field)),
+                    "{} has no `{field}` line before its diff (each patch states what it changes and whether it is upstreamable)",
+                    path.display()
+                );
+            }
             (name, text)
         })
         .collect();
@@ -119,16 +130,27 @@ struct Pristine {
 }
 
 /// Every registry package of the guest's lock and the directory cargo unpacked it to
-/// (fetching it first, as a build would).
+/// (fetching it first when it is not there yet, as a build would).
 fn pristine_sources(cargo: &Path, guest_dir: &Path) -> Vec<Pristine> {
-    let output = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--locked"])
-        .args(["--filter-platform", "wasm32-wasip1"])
-        .arg("--manifest-path")
-        .arg(guest_dir.join("Cargo.toml"))
-        .env_remove("CARGO_TARGET_DIR")
-        .output()
-        .expect("could not start cargo to locate the guest's dependencies");
+    let metadata = |network: &[&str]| {
+        Command::new(cargo)
+            .args(["metadata", "--format-version", "1", "--locked"])
+            .args(network)
+            .args(["--filter-platform", "wasm32-wasip1"])
+            .arg("--manifest-path")
+            .arg(guest_dir.join("Cargo.toml"))
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .expect("could not start cargo to locate the guest's dependencies")
+    };
+    // Offline first: once the sources are unpacked (every build after the first, and machines
+    // that reach only a registry mirror) no index is consulted. The first build fetches them.
+    let offline = metadata(&["--offline"]);
+    let output = if offline.status.success() {
+        offline
+    } else {
+        metadata(&[])
+    };
     assert!(
         output.status.success(),
         "`cargo metadata` for the guest failed:\n{}",

@@ -1,6 +1,8 @@
 //! The host side of every guest import: the `codemode` bridge and the few WASI functions the
 //! guest links against. Architecture invariant: this is the only module that reads or writes
-//! guest memory, and it treats the guest as a hostile peer.
+//! guest memory while the guest runs (frames, logs, WASI buffers), and it treats the guest as
+//! a hostile peer. Whole-memory copies happen only between runs of guest code: `run/pause.rs`
+//! (pause, restore) and `preinit.rs` (the pre-initialised snapshot).
 //!
 //! Every pointer and length is bounds-checked against the guest's exported memory and every
 //! frame is size-capped before it is copied out; frames that do not decode are dropped without

@@ -46,7 +46,7 @@ enum Command {
     Resume(ResumeArgs),
     /// Print the `tools:sdk` prompt section for the tools a program could call.
     Sdk(SdkArgs),
-    /// Serve `run_code` (and, with `--mode both`, the upstream tools) to MCP clients.
+    /// Serve `run_code` (and, with `--mode both`, every tool a program may call) to MCP clients.
     Mcp(McpArgs),
     /// Measure the standard workloads in process.
     #[cfg(feature = "bench")]
@@ -76,7 +76,8 @@ pub struct ToolArgs {
     /// Read MCP servers from a `{"mcpServers": {NAME: {command, args, env}}}` file.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Add the execution tools (`bash`, `job_output`, `job_list`, `job_kill`) with --root as
+    /// Add the execution tools (`bash`, `job_output`, `job_list`, `job_kill` and the six
+    /// `terminal_*` tools: open, send, read, signal, close, list) with --root as
     /// their workspace, on a backend: `local` (what `--exec` alone means) or `sandbox`
     /// (writes confined to the workspace and a private temporary directory, no network).
     #[arg(long, value_name = "BACKEND", num_args = 0..=1, default_missing_value = "local")]
@@ -168,7 +169,7 @@ fn physical_memory_mb() -> Option<u64> {
 pub enum ServeMode {
     /// `run_code` only (plus `search_tools` past the SDK budget).
     Code,
-    /// `run_code` and every upstream tool natively.
+    /// `run_code` and, natively, every tool a program may call (upstream, built-in, execution).
     Both,
 }
 

@@ -1,6 +1,8 @@
 //! `codemode sdk`: the `tools:sdk` section for the tools a program of `codemode run` could call
 //! with the same flags (`--deny` and `--allow` leave tools out).
 
+use std::io::Write;
+
 use codemode_runtime::tools::ToolMode;
 use codemode_sdk_gen::render_sdk;
 
@@ -15,6 +17,15 @@ pub async fn sdk(args: &SdkArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    println!("{}", render_sdk(&session.sdk_tools(), args.lang));
-    EXIT_OK
+    let sdk = render_sdk(&session.sdk_tools(), args.lang);
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{sdk}").and_then(|()| stdout.flush()) {
+        Ok(()) => EXIT_OK,
+        // A closed pipe (`| head`) is the reader's choice, not an error worth a message.
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => EXIT_OK,
+        Err(error) => {
+            eprintln!("codemode: cannot write the SDK: {error}");
+            EXIT_USAGE
+        }
+    }
 }

@@ -33,7 +33,8 @@
 //! Exports, host → guest: `memory`; `cm_run() -> u32` and `cm_deliver(len) -> u32`, each
 //! returning [`STATUS_DONE`] or [`STATUS_WAITING`]. [`Delivery`] frame: `u8 tag`, `u32 id`;
 //! tag 0 = the call resolved, JSON up to the end; 1 = the call rejected, message up to the
-//! end; 2 = the timer fired (nothing follows).
+//! end; 2 = the timer fired (nothing follows); 3 = the call resolved with a string, its UTF-8
+//! bytes up to the end (no JSON escaping on the host, no parse in the guest).
 //!
 //! Decoding is total: any byte sequence either decodes or is `None`, without panicking and
 //! without allocating in proportion to a length field the bytes do not back.
