@@ -86,7 +86,10 @@ fn scoped_shadows_global_in_either_registration_order_and_keeps_its_slot() {
     assert_eq!(
         schemas
             .iter()
-            .map(|s| (s.name.as_str(), s.description.as_deref().unwrap_or_default()))
+            .map(|s| (
+                s.name.as_str(),
+                s.description.as_deref().unwrap_or_default()
+            ))
             .collect::<Vec<_>>(),
         [("a", "scoped a"), ("b", "global b")]
     );

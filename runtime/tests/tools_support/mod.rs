@@ -2,13 +2,13 @@
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use codemode_runtime::signal::AbortSignal;
 use codemode_runtime::tools::schema::dsl::*;
 use codemode_runtime::tools::{
-    Registry, Schema, ToolDefinition, ToolError, ToolExecutionInput, ToolExecutionResult,
-    ToolOutput, ToolRunContext,
+    ContentBlock, ContextMessage, ContextSource, Registry, Schema, ToolDefinition, ToolError,
+    ToolExecutionInput, ToolExecutionResult, ToolOutput, ToolRunContext,
 };
 use serde_json::{json, Value};
 
@@ -65,4 +65,37 @@ pub fn keep(registry: &Registry, definition: ToolDefinition) {
 /// A call to `name` that listens to `signal` (call id `"c"`).
 pub fn signalled(name: &str, arguments: Value, signal: AbortSignal) -> ToolExecutionInput {
     ToolExecutionInput::new("c", name, arguments, signal)
+}
+
+/// A shared, ordered record of what happened, for stage-order assertions.
+pub type Log = Arc<Mutex<Vec<String>>>;
+
+pub fn log() -> Log {
+    Arc::new(Mutex::new(Vec::new()))
+}
+
+pub fn push(log: &Log, entry: impl Into<String>) {
+    log.lock().unwrap().push(entry.into());
+}
+
+pub fn entries(log: &Log) -> Vec<String> {
+    log.lock().unwrap().clone()
+}
+
+pub fn ctx(text: &str) -> ContextMessage {
+    ContextMessage {
+        content: vec![ContentBlock::text(text)],
+        source: ContextSource::plugin("test"),
+    }
+}
+
+pub fn contexts(result: &ToolExecutionResult) -> Vec<String> {
+    result
+        .additional_contexts
+        .iter()
+        .map(|c| match &c.content[0] {
+            ContentBlock::Text { text } => text.clone(),
+            other => other.kind().to_owned(),
+        })
+        .collect()
 }
