@@ -71,11 +71,28 @@ pub struct Probe {
     log: Mutex<Vec<String>>,
     running: AtomicUsize,
     peak: AtomicUsize,
+    noted: tokio::sync::Notify,
 }
 
 impl Probe {
     pub fn note(&self, entry: impl Into<String>) {
         self.log.lock().unwrap().push(entry.into());
+        self.noted.notify_waiters();
+    }
+
+    /// Waits until `entry` is in the log: a handshake with the tools, where a sleep would
+    /// only guess how far they got.
+    pub async fn noted(&self, entry: &str) {
+        loop {
+            let noted = self.noted.notified();
+            tokio::pin!(noted);
+            // Registered before the log is read, so a note made in between still wakes it.
+            noted.as_mut().enable();
+            if self.log.lock().unwrap().iter().any(|e| e == entry) {
+                return;
+            }
+            noted.await;
+        }
     }
 
     pub fn log(&self) -> Vec<String> {

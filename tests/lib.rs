@@ -1,10 +1,12 @@
-//! Shared helpers for the end-to-end suites: build a runtime, bind tools, run a program; and
-//! (in [`harness`]) a Code Mode registry over the real runtime.
+//! Shared helpers for the end-to-end suites: build a runtime, bind tools, run a program, know
+//! when a program has started, find the `codemode` binary, make temporary directories; and (in
+//! [`harness`]) a Code Mode registry over the real runtime.
 
 pub mod fuzz_targets;
 pub mod harness;
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -75,6 +77,55 @@ pub fn slow(ms: u64, value: Value) -> BindingFn {
             }
         }
     })
+}
+
+/// Tells a test that its program called a binding (see [`announced`]).
+pub struct Started {
+    calls: tokio::sync::watch::Receiver<usize>,
+    seen: usize,
+}
+
+impl Started {
+    /// Waits for one more call of the announced binding than the last wait saw (the first
+    /// call, the first time). Panics if the binding was dropped (its run ended) without it.
+    pub async fn wait(&mut self) {
+        self.wait_for(self.seen + 1).await;
+    }
+
+    /// Waits until the announced binding has been called `calls` times in all. Panics if it
+    /// was dropped (every run given it ended) before.
+    pub async fn wait_for(&mut self, calls: usize) {
+        self.calls
+            .wait_for(|made| *made >= calls)
+            .await
+            .unwrap_or_else(|_| panic!("the announced binding was dropped before call {calls}"));
+        self.seen = self.seen.max(calls);
+    }
+}
+
+/// `inner`, announcing each call on the returned [`Started`] before it runs: the announcement
+/// is made when the program makes the call, so a test that waits for it knows the program got
+/// that far (a start handshake, where a sleep would only guess). Clones of the binding (one per
+/// run, say) count their calls together.
+pub fn announced(inner: BindingFn) -> (BindingFn, Started) {
+    let (sender, receiver) = tokio::sync::watch::channel(0usize);
+    let wrapped: BindingFn = Arc::new(move |args, signal| {
+        sender.send_modify(|made| *made += 1);
+        inner(args, signal)
+    });
+    (
+        wrapped,
+        Started {
+            calls: receiver,
+            seen: 0,
+        },
+    )
+}
+
+/// A binding that returns its arguments and announces each call: a program calls it (without
+/// awaiting it) right before the part a test must catch it in.
+pub fn start_marker() -> (BindingFn, Started) {
+    announced(echo())
 }
 
 /// A binding that always rejects with `message`.
@@ -170,4 +221,55 @@ pub async fn fixture_cases_beside_node(fixture: &str, at_least: usize) -> (Vec<V
     assert!(node.len() >= at_least, "the fixture makes its cases");
     assert_eq!(ours.len(), node.len());
     (node, ours)
+}
+
+/// The `codemode` binary of this build: the test binary lives in `target/<profile>/deps`, the
+/// CLI in `target/<profile>`. `cargo test` does not build it (it is another package's binary).
+pub fn codemode_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let cli = dir.join(format!("codemode{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        cli.exists(),
+        "{} is missing: build it with `cargo build -p codemode-host --bin codemode --features bench`",
+        cli.display()
+    );
+    cli
+}
+
+/// A fresh directory under the system's temporary directory, made for one test and removed
+/// with everything in it when dropped, so also when the test panics. Its path is canonical
+/// (what a process running in it sees as its working directory).
+pub struct TempDir {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TempDir {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn join(&self, name: impl AsRef<Path>) -> PathBuf {
+        self.path.join(name)
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A [`TempDir`] named `codemode-<label>-<random>`, private to this user (mode 0700).
+pub fn temp_dir(label: &str) -> TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("codemode-{label}-"))
+        .tempdir()
+        .expect("a temporary directory");
+    let path = dir
+        .path()
+        .canonicalize()
+        .expect("a canonical temporary path");
+    TempDir { path, _dir: dir }
 }

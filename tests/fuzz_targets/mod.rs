@@ -1,6 +1,6 @@
 //! The fuzz targets' bodies, shared by the `cargo fuzz` crate (`tests/fuzz/`) and by the stable
-//! replays in `tests/fuzz_replay.rs`, so that CI checks on every change exactly what the fuzzer
-//! explores.
+//! replays in `tests/e2e/fuzz_replay.rs`, so that CI checks on every change exactly what the
+//! fuzzer explores.
 //!
 //! Each target takes arbitrary bytes and panics only when a property the sandbox promises is
 //! broken: a decoder that panics or disagrees with its encoder, a run that ends without exactly

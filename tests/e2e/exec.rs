@@ -3,7 +3,6 @@
 //! the sandbox refuses, then a `run_code` program and the CLI.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,30 +18,7 @@ use codemode_runtime::tools::{
 };
 use serde_json::Value;
 
-#[path = "exec/confinement.rs"]
 mod confinement;
-
-/// A fresh directory under the system's temporary directory, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(label: &str) -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "codemode-exec-{label}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        Self(dir.canonicalize().expect("canonical scratch"))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -53,7 +29,7 @@ enum Kind {
 struct Rig {
     registry: Registry,
     exec: Arc<Exec>,
-    root: Scratch,
+    root: TempDir,
     _guard: RegistrationGuard,
 }
 
@@ -63,12 +39,13 @@ const SKIP_SANDBOX: &str = "CODEMODE_TEST_SKIP_SANDBOX";
 /// A registry with the execution tools on `kind`. `None` only when this kernel cannot
 /// enforce the sandbox and [`SKIP_SANDBOX`] says to skip it; the refusal must say why.
 fn rig(kind: Kind, config: ExecConfig) -> Option<Rig> {
-    let root = Scratch::new("root");
+    let root = temp_dir("exec-root");
     let backend: Arc<dyn Backend> = match kind {
         Kind::Local => Arc::new(Local),
-        Kind::Sandbox => match Sandbox::new(&root.0) {
+        Kind::Sandbox => match Sandbox::new(root.path()) {
             Ok(sandbox) => Arc::new(sandbox),
-            Err(message) => {
+            Err(refusal) => {
+                let message = refusal.to_string();
                 assert!(
                     message.contains("cannot enforce the sandbox"),
                     "an unclear refusal: {message}"
@@ -82,7 +59,7 @@ fn rig(kind: Kind, config: ExecConfig) -> Option<Rig> {
             }
         },
     };
-    let exec = Exec::new(&root.0, backend, config).expect("exec runtime");
+    let exec = Exec::new(root.path(), backend, config).expect("exec runtime");
     let registry = Registry::new();
     let guard = codemode_exec::register(&registry, &exec).expect("register");
     Some(Rig {
@@ -124,7 +101,7 @@ impl Rig {
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.root.0.join(name)
+        self.root.join(name)
     }
 }
 
@@ -213,12 +190,15 @@ async fn shared_behaviour(kind: Kind) {
     // Nothing carries over between calls.
     rig.bash(&agent, "export CARRIED=1; cd /").await;
     let fresh = rig.bash(&agent, "echo \"[$CARRIED]\"; pwd").await;
-    assert_eq!(fresh["output"], format!("[]\n{}\n", rig.root.0.display()));
+    assert_eq!(
+        fresh["output"],
+        format!("[]\n{}\n", rig.root.path().display())
+    );
 
     // The working directory stays inside the workspace.
     std::fs::create_dir_all(rig.path("sub")).unwrap();
-    let outside = Scratch::new("outside");
-    std::os::unix::fs::symlink(&outside.0, rig.path("out")).unwrap();
+    let outside = temp_dir("exec-outside");
+    std::os::unix::fs::symlink(outside.path(), rig.path("out")).unwrap();
     let inside = rig
         .call(
             &agent,
@@ -714,13 +694,13 @@ async fn a_job_beyond_the_owners_limit_is_refused_and_its_process_ended() {
 async fn the_sandbox_refuses_writes_outside_the_workspace_and_the_network() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
     let port = listener.local_addr().unwrap().port();
-    let outside = Scratch::new("target");
+    let outside = temp_dir("exec-target");
     let agent = AgentScope::root();
     for kind in [Kind::Local, Kind::Sandbox] {
         let Some(rig) = rig(kind, ExecConfig::default()) else {
             continue;
         };
-        let file = outside.0.join(format!("{kind:?}"));
+        let file = outside.join(format!("{kind:?}"));
         let write = rig
             .bash(
                 &agent,
@@ -756,8 +736,8 @@ async fn the_sandbox_refuses_writes_outside_the_workspace_and_the_network() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_starts_a_background_job_polls_it_and_kills_it() {
-    let root = Scratch::new("program");
-    let exec = Exec::new(&root.0, Arc::new(Local), ExecConfig::default()).expect("exec");
+    let root = temp_dir("exec-program");
+    let exec = Exec::new(root.path(), Arc::new(Local), ExecConfig::default()).expect("exec");
     let mut cm = harness::CodeMode::new();
     cm.keep(codemode_exec::register(&cm.registry, &exec).expect("register"));
     let result = cm
@@ -782,30 +762,24 @@ return { kind: started.kind, first: seen.split("\n")[0], killed: killed.killed, 
         result.value().unwrap()["result"],
         json!({"kind": "background", "first": "tick0", "killed": true, "running": false})
     );
-    let pid = read_pid(&root.0.join("job.pid")).await;
+    let pid = read_pid(&root.join("job.pid")).await;
     assert!(gone(pid).await);
-}
-
-fn binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    dir.join(format!("codemode{}", std::env::consts::EXE_SUFFIX))
 }
 
 /// `codemode run --exec`: a job the program leaves running ends with the CLI.
 #[test]
 fn the_cli_leaves_no_process_behind() {
     for backend in ["local", "sandbox"] {
-        let root = Scratch::new("cli");
-        let program = root.0.join("prog.ts");
+        let root = temp_dir("exec-cli");
+        let program = root.join("prog.ts");
         std::fs::write(
             &program,
             "const job = await tools.bash({ command: 'echo $$ > job.pid; sleep 60', description: 'Sleep', run_in_background: true });\nawait tools.sleep({ ms: 200 });\nreturn job.kind;",
         )
         .unwrap();
-        let out = std::process::Command::new(binary())
+        let out = std::process::Command::new(codemode_binary())
             .args(["run", "--json", "--exec", backend, "--root"])
-            .arg(&root.0)
+            .arg(root.path())
             .arg(&program)
             .output()
             .expect("codemode runs");
@@ -820,7 +794,7 @@ fn the_cli_leaves_no_process_behind() {
         let stdout: Value =
             serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{backend}: {stderr}"));
         assert_eq!(stdout["result"], "background", "{backend}: {stdout}");
-        let pid: i32 = std::fs::read_to_string(root.0.join("job.pid"))
+        let pid: i32 = std::fs::read_to_string(root.join("job.pid"))
             .expect("the job ran")
             .trim()
             .parse()
@@ -831,13 +805,13 @@ fn the_cli_leaves_no_process_behind() {
 
 #[test]
 fn without_exec_the_tools_do_not_exist() {
-    let out = std::process::Command::new(binary())
+    let out = std::process::Command::new(codemode_binary())
         .args(["sdk"])
         .output()
         .expect("codemode runs");
     let sdk = String::from_utf8_lossy(&out.stdout);
     assert!(!sdk.contains("bash"), "{sdk}");
-    let out = std::process::Command::new(binary())
+    let out = std::process::Command::new(codemode_binary())
         .args(["sdk", "--exec"])
         .output()
         .expect("codemode runs");

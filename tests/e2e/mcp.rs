@@ -2,19 +2,14 @@
 //! (`@modelcontextprotocol/server-memory`, `@modelcontextprotocol/server-everything`) and a
 //! misbehaving server written with the official Python SDK (`fixtures/mcp-servers/fragile.py`)
 //! behind `codemode run`; and `codemode mcp` driven by the official Python client
-//! (`tests/mcp/drive.py`) over stdio and streamable HTTP. `.ci/run` installs all of them.
+//! (`tests/e2e/mcp/drive.py`) over stdio and streamable HTTP. `.ci/run` installs all of them.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
+use codemode_e2e::{codemode_binary as binary, temp_dir};
 use serde_json::{json, Value};
-
-fn binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    dir.join(format!("codemode{}", std::env::consts::EXE_SUFFIX))
-}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -40,10 +35,6 @@ fn fragile() -> String {
         "fragile=python3 {}",
         repo().join("fixtures/mcp-servers/fragile.py").display()
     )
-}
-
-fn temp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("codemode-mcp-{}-{name}", std::process::id()))
 }
 
 fn run(args: &[&str], program: &str) -> Output {
@@ -78,7 +69,7 @@ fn document(out: &Output) -> Value {
 /// Runs the Python client's `plan` against `target` and returns its answers.
 fn drive(plan: Value, transport: &str, target: &[String]) -> Vec<Value> {
     let out = Command::new("python3")
-        .arg(repo().join("tests/mcp/drive.py"))
+        .arg(repo().join("tests/e2e/mcp/drive.py"))
         .arg(plan.to_string())
         .arg(transport)
         .args(target)
@@ -107,9 +98,9 @@ fn run_code(code: &str) -> Value {
 
 #[test]
 fn programs_call_real_upstream_servers_through_the_pipeline() {
-    let memory_file = temp("memory.jsonl");
-    let _ = std::fs::remove_file(&memory_file);
-    let config = temp("servers.json");
+    let dir = temp_dir("mcp-upstream");
+    let memory_file = dir.join("memory.jsonl");
+    let config = dir.join("servers.json");
     std::fs::write(
         &config,
         json!({"mcpServers": {"memory": {
@@ -183,8 +174,6 @@ fn programs_call_real_upstream_servers_through_the_pipeline() {
         text.contains("  mcp__memory__read_graph: {\n    entities: {"),
         "{text}"
     );
-    let _ = std::fs::remove_file(&memory_file);
-    let _ = std::fs::remove_file(&config);
 }
 
 #[test]
@@ -303,9 +292,9 @@ fn codemode_mcp_serves_run_code_to_the_official_client_over_stdio() {
 
 #[test]
 fn a_compute_failure_with_upstream_calls_in_flight_leaves_the_next_run_healthy() {
-    let log = temp("cancelled.log");
-    let _ = std::fs::remove_file(&log);
-    let config = temp("fragile.json");
+    let dir = temp_dir("mcp-fragile");
+    let log = dir.join("cancelled.log");
+    let config = dir.join("fragile.json");
     std::fs::write(
         &config,
         json!({"mcpServers": {"fragile": {
@@ -340,8 +329,6 @@ fn a_compute_failure_with_upstream_calls_in_flight_leaves_the_next_run_healthy()
     // The abandoned calls were cancelled at the server, not left running.
     let cancelled = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(cancelled.lines().count(), 2, "{cancelled:?}");
-    let _ = std::fs::remove_file(&log);
-    let _ = std::fs::remove_file(&config);
 }
 
 #[test]
@@ -445,8 +432,8 @@ fn http_server(args: &[&str]) -> (Child, String) {
 
 #[test]
 fn codemode_mcp_serves_many_clients_over_streamable_http() {
-    let events = temp("http-events.jsonl");
-    let _ = std::fs::remove_file(&events);
+    let dir = temp_dir("mcp-http");
+    let events = dir.join("events.jsonl");
     let (mut child, url) = http_server(&["--builtins", "--events", &events.display().to_string()]);
     let sleepy = |n: u32| json!({"tool": "run_code", "args": {"code": format!("await tools.sleep({{ ms: 200 }}); return {n};"), "description": "Sleep"}});
     let clients: Vec<_> = (0..3)
@@ -456,7 +443,7 @@ fn codemode_mcp_serves_many_clients_over_streamable_http() {
                 {"op": "list"},
                 {"op": "concurrent", "calls": [sleepy(c * 10 + 1), sleepy(c * 10 + 2)]},
                 {"op": "call", "tool": "run_code", "progress": true, "args": {"code": "await tools.sleep({ ms: 2300 }); return 'slow';", "description": "Sleep long"}},
-                {"op": "call", "tool": "run_code", "cancel_after": 0.5, "args": {"code": "await tools.sleep({ ms: 10000 });", "description": "Cancelled"}},
+                {"op": "call", "tool": "run_code", "cancel_on_progress": true, "args": {"code": "await tools.sleep({ ms: 10000 });", "description": "Cancelled"}},
                 run_code("return 'still serving';"),
             ]});
             std::thread::spawn(move || drive(plan, "http", &[url]))
@@ -475,7 +462,14 @@ fn codemode_mcp_serves_many_clients_over_streamable_http() {
             "a progress notification every second: {progress:?}"
         );
         assert_eq!(progress[0], json!([1.0, "running for 1s"]));
-        assert_eq!(answers[3]["cancelled"], true);
+        // Cancelled once the server said the run was running, not after a guessed delay.
+        assert_eq!(answers[3]["cancelled"], true, "{:?}", answers[3]);
+        assert_eq!(
+            answers[3]["progress"][0],
+            json!([1.0, "running for 1s"]),
+            "{:?}",
+            answers[3]
+        );
         assert_eq!(answers[4]["structured"]["result"], "still serving");
     }
     let _ = child.kill();
@@ -487,17 +481,14 @@ fn codemode_mcp_serves_many_clients_over_streamable_http() {
         .filter(|line| line.contains("code run failed (abort): cancelled by the client"))
         .count();
     assert_eq!(aborted, 3, "{log}");
-    let _ = std::fs::remove_file(&events);
 }
 
 /// `codemode mcp --exec`: a session's background job ends when the session does, while the
 /// server and the other sessions go on.
 #[test]
 fn a_sessions_jobs_end_with_the_session() {
-    let root = temp("exec-root");
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
-    let root_arg = root.display().to_string();
+    let root = temp_dir("mcp-exec-root");
+    let root_arg = root.path().display().to_string();
     let (mut child, url) = http_server(&["--exec", "--root", &root_arg]);
     let answers = drive(
         json!({"steps": [
@@ -531,5 +522,4 @@ fn a_sessions_jobs_end_with_the_session() {
     assert_eq!(again[0]["structured"]["result"], "still serving");
     child.kill().unwrap();
     let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&root);
 }

@@ -3,20 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use codemode_e2e::{codemode_binary as binary, temp_dir};
 use serde_json::{json, Value};
-
-fn binary() -> PathBuf {
-    // The test binary lives in target/<profile>/deps; the CLI in target/<profile>.
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let cli = dir.join(format!("codemode{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        cli.exists(),
-        "{} is missing: build it with `cargo build -p codemode-host` (the test command does)",
-        cli.display()
-    );
-    cli
-}
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
@@ -184,7 +172,7 @@ fn usage_errors_exit_two() {
 
 #[test]
 fn file_tools_are_confined_to_the_root() {
-    let base = std::env::temp_dir().join(format!("codemode-cli-root-{}", std::process::id()));
+    let base = temp_dir("cli-root");
     let root = base.join("root");
     std::fs::create_dir_all(root.join("sub")).unwrap();
     std::fs::write(root.join("sub/note.txt"), "inside").unwrap();
@@ -227,7 +215,6 @@ fn file_tools_are_confined_to_the_root() {
         .map(|e| e["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, vec!["escape", "inner-link", "sub"]);
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 /// A FIFO without a writer used to block `open` forever (past the run's abort, keeping the CLI
@@ -236,9 +223,8 @@ fn file_tools_are_confined_to_the_root() {
 #[cfg(unix)]
 #[test]
 fn read_file_refuses_fifos_and_devices_without_blocking() {
-    let root = std::env::temp_dir().join(format!("codemode-cli-fifo-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(root.join("dir")).unwrap();
+    let root = temp_dir("cli-fifo");
+    std::fs::create_dir(root.join("dir")).unwrap();
     for name in ["idle", "fed"] {
         let made = Command::new("mkfifo")
             .arg(root.join(name))
@@ -275,7 +261,7 @@ fn read_file_refuses_fifos_and_devices_without_blocking() {
         };
     "#;
     let out = run_with_stdin(
-        &["run", "--json", "--root", root.to_str().unwrap()],
+        &["run", "--json", "--root", root.path().to_str().unwrap()],
         program,
     );
     let _ = writer.kill();
@@ -294,7 +280,6 @@ fn read_file_refuses_fifos_and_devices_without_blocking() {
     } else {
         assert!(zero.contains("No such file"), "{doc}");
     }
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
@@ -465,8 +450,8 @@ fn max_parallel_bounds_overlapping_calls() {
 
 #[test]
 fn events_are_written_as_jsonl_with_a_type_per_line() {
-    let path = std::env::temp_dir().join(format!("codemode-events-{}.jsonl", std::process::id()));
-    let _ = std::fs::remove_file(&path);
+    let dir = temp_dir("cli-events");
+    let path = dir.join("events.jsonl");
     let (code, _) = result_without_terminal(
         &["--events", path.to_str().unwrap()],
         "await tools.echo({ a: 1 }); try { await tools.fail({ message: 'no' }); } catch {} return 1;",
@@ -502,7 +487,6 @@ fn events_are_written_as_jsonl_with_a_type_per_line() {
         settle["content"],
         json!([{"type": "text", "text": "Error: no"}])
     );
-    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
@@ -530,8 +514,8 @@ fn sdk_declares_only_what_the_policy_lets_a_program_call() {
 
 #[test]
 fn a_first_run_says_it_is_preparing_the_sandbox() {
-    let cache = std::env::temp_dir().join(format!("codemode-first-run-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&cache);
+    let dir = temp_dir("cli-first-run");
+    let cache = dir.join("cache");
     let first = Command::new(binary())
         .args([
             "run",
@@ -562,7 +546,6 @@ fn a_first_run_says_it_is_preparing_the_sandbox() {
         "",
         "cached: nothing to say"
     );
-    let _ = std::fs::remove_dir_all(&cache);
 }
 
 #[test]
@@ -592,7 +575,8 @@ fn the_embedding_example_runs_a_program_through_run_code() {
 
 #[test]
 fn ask_prompts_on_the_terminal_and_the_answer_decides() {
-    let program = std::env::temp_dir().join(format!("codemode-ask-{}.ts", std::process::id()));
+    let dir = temp_dir("cli-ask");
+    let program = dir.join("program.ts");
     std::fs::write(
         &program,
         "try { return await tools.fail({ message: 'ran' }); } catch (e) { return e.message; }",
@@ -633,5 +617,4 @@ fn ask_prompts_on_the_terminal_and_the_answer_decides() {
         no.contains("\"result\":\"the user rejected tool \\\"fail\\\"\""),
         "{no}"
     );
-    let _ = std::fs::remove_file(&program);
 }

@@ -6,21 +6,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use codemode_e2e::{codemode_binary as binary, temp_dir, TempDir};
+
 const TOKEN: &str = "4f1c0d6e9b2a7c5e8d3f1a0b";
-
-fn binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    dir.join(format!("codemode{}", std::env::consts::EXE_SUFFIX))
-}
-
-fn temp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("codemode-http-{}-{name}", std::process::id()))
-}
 
 /// A running `codemode mcp --http 127.0.0.1:0`, killed when dropped.
 struct Server {
@@ -131,10 +123,10 @@ fn initialize(addr: SocketAddr, headers: &[(&str, &str)]) -> Response {
     request(addr, "POST", headers, INITIALIZE)
 }
 
-/// A token file only this user can read.
-fn token_file(name: &str, mode: u32) -> PathBuf {
+/// A token file with `mode` in `dir`.
+fn token_file(dir: &TempDir, name: &str, mode: u32) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let path = temp(name);
+    let path = dir.join(name);
     std::fs::write(&path, format!("{TOKEN}\n")).expect("write the token file");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
     path
@@ -160,7 +152,8 @@ fn refused(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
 
 #[test]
 fn a_token_is_required_and_compared() {
-    let file = token_file("token", 0o600);
+    let dir = temp_dir("http-token");
+    let file = token_file(&dir, "token", 0o600);
     let server = Server::start(&["--auth-token-file", &file.display().to_string()], &[]);
     let missing = initialize(server.addr, &[]);
     assert_eq!(missing.status, 401, "{missing:?}");
@@ -198,12 +191,12 @@ fn a_token_is_required_and_compared() {
         200
     );
     drop(server);
-    let _ = std::fs::remove_file(&file);
 }
 
 #[test]
 fn unsafe_token_files_and_short_tokens_are_usage_errors() {
-    let open = token_file("open-token", 0o644);
+    let dir = temp_dir("http-token-files");
+    let open = token_file(&dir, "open-token", 0o644);
     let shown = open.display().to_string();
     let (code, stderr) = refused(&["--http", "127.0.0.1:0", "--auth-token-file", &shown], &[]);
     assert_eq!(code, Some(2), "{stderr}");
@@ -211,17 +204,15 @@ fn unsafe_token_files_and_short_tokens_are_usage_errors() {
         stderr.contains("other users") && stderr.contains("chmod 600"),
         "{stderr}"
     );
-    let _ = std::fs::remove_file(&open);
 
     // SAFETY: geteuid cannot fail and touches no memory.
     if unsafe { libc::geteuid() } == 0 {
-        let foreign = token_file("foreign-token", 0o600);
+        let foreign = token_file(&dir, "foreign-token", 0o600);
         std::os::unix::fs::chown(&foreign, Some(65_534), None).expect("chown as root");
         let shown = foreign.display().to_string();
         let (code, stderr) = refused(&["--http", "127.0.0.1:0", "--auth-token-file", &shown], &[]);
         assert_eq!(code, Some(2), "{stderr}");
         assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
-        let _ = std::fs::remove_file(&foreign);
     }
 
     let (code, stderr) = refused(
@@ -452,10 +443,8 @@ fn run_code(addr: SocketAddr, session: &[(&'static str, String); 2], code: &str)
 
 #[test]
 fn the_job_limit_holds_across_sessions() {
-    let root = temp("jobs-root");
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).expect("workspace");
-    let root_arg = root.display().to_string();
+    let root = temp_dir("http-jobs-root");
+    let root_arg = root.path().display().to_string();
     let server = Server::start(&["--exec", "--root", &root_arg, "--max-jobs", "1"], &[]);
     let start = "const job = await tools.bash({ command: 'sleep 30', description: 'Sleep', run_in_background: true }); return job.kind;";
     let first = open_session(server.addr);
@@ -468,5 +457,4 @@ fn the_job_limit_holds_across_sessions() {
         "{answer}"
     );
     drop(server);
-    let _ = std::fs::remove_dir_all(&root);
 }

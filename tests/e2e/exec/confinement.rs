@@ -185,8 +185,8 @@ fn listen_unix(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unix_sockets_outside_the_workspace_are_out_of_reach() {
-    let outside = Scratch::new("sockets");
-    let path = outside.0.join("daemon.sock");
+    let outside = temp_dir("exec-sockets");
+    let path = outside.join("daemon.sock");
     let name = format!("codemode-test-{}", std::process::id());
     let _path_server = listen_unix(None, Some(&path));
     let _abstract_server = listen_unix(Some(&name), None);
@@ -217,8 +217,8 @@ async fn unix_sockets_outside_the_workspace_are_out_of_reach() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn descriptors_codemode_holds_do_not_reach_commands() {
-    let outside = Scratch::new("descriptors");
-    let log = outside.0.join("log");
+    let outside = temp_dir("exec-descriptors");
+    let log = outside.join("log");
     let path = CString::new(log.as_os_str().as_encoded_bytes()).unwrap();
     // Opened without close-on-exec, as a descriptor inherited from codemode's parent is.
     // SAFETY: a NUL-terminated path and integer flags.
@@ -342,8 +342,8 @@ async fn limits_hold_across_every_session() {
 /// Runs `codemode run --json --exec BACKEND` on a program whose only call is `bash(script)`,
 /// with codemode's secrets and two other variables in its environment.
 fn cli_bash(backend: &str, extra: &[&str], script: &str) -> (Value, String) {
-    let root = Scratch::new("environment");
-    let program = root.0.join("prog.ts");
+    let root = temp_dir("exec-environment");
+    let program = root.join("prog.ts");
     std::fs::write(
         &program,
         format!(
@@ -352,11 +352,11 @@ fn cli_bash(backend: &str, extra: &[&str], script: &str) -> (Value, String) {
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(binary())
+    let out = std::process::Command::new(codemode_binary())
         .args(["run", "--json", "--exec", backend])
         .args(extra)
         .arg("--root")
-        .arg(&root.0)
+        .arg(root.path())
         .arg(&program)
         .env(
             "CODEMODE_STATE_KEY",

@@ -95,16 +95,28 @@ async fn a_loop_of_large_copies_hits_the_wall_clock() {
 }
 
 /// An abort reaches a program that never waits: it is checked whenever fuel makes it yield.
+/// The abort comes once the program has called `started` (not awaited): from then on it can
+/// only be in its loop, so only the check at a fuel yield can stop it.
 #[tokio::test]
 async fn an_abort_stops_a_hot_loop() {
     let rt = runtime_with(budgets(|b| b.compute_ms = 3_600_000));
     let controller = codemode_runtime::signal::AbortController::new();
     let signal = controller.signal();
+    let (marker, mut started) = start_marker();
     let run = {
         let rt = rt.clone();
-        tokio::spawn(async move { run_on(&rt, "for (;;) {}", vec![], Some(signal)).await })
+        let ns = tools(vec![("started", marker)]);
+        tokio::spawn(async move {
+            run_on(
+                &rt,
+                "tools.started({}); for (;;) {}",
+                vec![ns],
+                Some(signal),
+            )
+            .await
+        })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    started.wait().await;
     controller.abort("stop spinning");
     let r = run.await.expect("the run's task");
     assert_eq!(failure(&r, FailureKind::Abort), "stop spinning");
@@ -126,19 +138,21 @@ async fn a_loop_of_host_calls_hits_the_wall_clock() {
     );
 }
 
+/// The abort comes once the loop has made its first call.
 #[tokio::test]
 async fn an_abort_stops_a_loop_of_host_calls() {
     let rt = runtime_with(budgets(|b| b.compute_ms = 3_600_000));
     let controller = codemode_runtime::signal::AbortController::new();
     let signal = controller.signal();
+    let (announcing_echo, mut started) = announced(echo());
     let run = {
         let rt = rt.clone();
-        let ns = tools(vec![("echo", echo())]);
+        let ns = tools(vec![("echo", announcing_echo)]);
         tokio::spawn(async move {
             run_on(&rt, "for (;;) { tools.echo({}); }", vec![ns], Some(signal)).await
         })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    started.wait().await;
     controller.abort("stop calling");
     let r = run.await.expect("the run's task");
     assert_eq!(failure(&r, FailureKind::Abort), "stop calling");

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use codemode_e2e::codemode_binary;
 use codemode_e2e::harness::CodeMode;
 use codemode_host::{builtins, Budgets};
 use codemode_runtime::code::RunResult;
@@ -141,12 +142,6 @@ async fn every_in_process_case_ends_with_its_expected_outcome() {
     assert!(ran >= 15, "the corpus ran ({ran} cases)");
 }
 
-fn binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    dir.join(format!("codemode{}", std::env::consts::EXE_SUFFIX))
-}
-
 /// The peak resident memory of `pid` so far, in MiB (`VmHWM`).
 fn peak_mib(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -161,7 +156,7 @@ fn peak_mib(pid: u32) -> Option<f64> {
 /// Runs `program` (a file, or stdin's text) with `codemode run --json` under `b`, returning
 /// its stdout, its stderr and the process's peak resident memory in MiB.
 fn run_cli(program: Result<&Path, &str>, b: &Budgets) -> (String, String, f64) {
-    let mut child = Command::new(binary())
+    let mut child = Command::new(codemode_binary())
         .args(["run", "--json"])
         .args(["--compute-ms", &b.compute_ms.to_string()])
         .args(["--memory-mb", &b.memory_mb.to_string()])

@@ -72,7 +72,7 @@ fn node_messages(programs: &[(String, String)]) -> Vec<Option<String>> {
             json!({"name": name, "js": js})
         })
         .collect();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("errors/run-node.mjs");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/errors/run-node.mjs");
     let mut child = Command::new("node")
         .arg(script)
         .stdin(Stdio::piped())

@@ -6,11 +6,13 @@ Usage: python3 drive.py PLAN_JSON (stdio|http) TARGET...
 
 PLAN_JSON is {"elicit": "accept"|"decline"|"cancel"|null, "steps": [...]}, each step one of
   {"op": "list"}
-  {"op": "call", "tool": NAME, "args": {...}, "progress": bool, "cancel_after": seconds}
+  {"op": "call", "tool": NAME, "args": {...}, "progress": bool, "cancel_on_progress": bool}
   {"op": "concurrent", "calls": [{"tool": NAME, "args": {...}}, ...]}
 and the answer, printed as one JSON line, is the list of step results. A call's result is
 {"isError", "text", "structured", "images", "progress", "error"?}; a call that raised is
-{"error": message}.
+{"error": message}. A call with "cancel_on_progress" is cancelled when the server first reports
+progress, that is once the call is certainly running (not after a guessed delay); its result
+is {"cancelled": true, "progress": [...]}, or the call's own result if it ended first.
 """
 
 import json
@@ -37,25 +39,29 @@ def result_of(result, progress):
 
 async def call(session, step):
     progress = []
+    cancel_on_progress = step.get("cancel_on_progress", False)
+    scope = anyio.CancelScope()
 
     async def on_progress(value, total, message):
         progress.append([value, message])
+        if cancel_on_progress:
+            scope.cancel()
 
     async def attempt():
         result = await session.call_tool(
             step["tool"],
             step.get("args", {}),
-            progress_callback=on_progress if step.get("progress") else None,
+            progress_callback=(
+                on_progress if step.get("progress") or cancel_on_progress else None
+            ),
         )
         return result_of(result, progress)
 
     try:
-        if "cancel_after" in step:
-            outcome = {"error": "not cancelled"}
-            with anyio.move_on_after(step["cancel_after"]):
-                outcome = await attempt()
-                return outcome
-            return {"cancelled": True}
+        if cancel_on_progress:
+            with scope:
+                return await attempt()
+            return {"cancelled": True, "progress": progress}
         return await attempt()
     except Exception as error:  # the answer is data, whatever went wrong
         return {"error": str(error)}
