@@ -8,13 +8,13 @@ use std::sync::Arc;
 use codemode_host::builtins;
 use codemode_host::mcp::{self, Upstream, UpstreamSpec};
 use codemode_host::Durability;
+use codemode_runtime::run_code::prompt::sdk_tools;
 use codemode_runtime::run_code::{self, Resumptions, RunCodeConfig, RunObserver};
 use codemode_runtime::tools::events::{self, EventSink, JsonlWriter};
 use codemode_runtime::tools::plugins::{policy::Policy, timeout};
 use codemode_runtime::tools::{
     AgentScope, ApprovalHook, RegistrationGuard, Registry, ToolMode, RUN_CODE_NAME,
 };
-use codemode_runtime::run_code::prompt::sdk_tools;
 use codemode_sdk_gen::ToolSchema;
 
 use codemode_exec::backend::{Backend, Local};

@@ -13,9 +13,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value};
 
 use super::content::ContentBlock;
-use crate::json;
 use super::registry::{RegistrationGuard, Registry};
 use super::result::ToolFailure;
+use crate::json;
 
 /// One persisted event. `time` is milliseconds since the Unix epoch.
 #[derive(Clone, Debug, PartialEq)]

@@ -50,6 +50,7 @@ pub mod result;
 pub mod schema;
 pub mod scope;
 
+pub use codemode_sdk_gen::ToolSchema;
 pub use content::{ContentBlock, ContextMessage, ContextSource};
 pub use definition::{
     ToolDefinition, ToolDefinitionBuilder, ToolOutput, ToolResultView, ToolRunContext,
@@ -61,7 +62,6 @@ pub use hooks::{
     PostNext, PreDecision, PreNext,
 };
 pub use pipeline::{StagedCall, ToolCall, ToolExecutionInput};
-pub use codemode_sdk_gen::ToolSchema;
 pub use registry::{ExecutionMode, RegistrationGuard, Registry, Restriction, ToolMode};
 pub use result::{ToolExecutionResult, ToolFailure, ToolOutcome};
 pub use schema::{Schema, SchemaError};

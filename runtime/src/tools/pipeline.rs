@@ -31,11 +31,11 @@ use super::hooks::{
     contained, panic_message, ExecuteNext, HookSet, PostDecision, PostNext, PreDecision, PreNext,
 };
 use super::hooks::{ApprovalOutcome, ApprovalRequest};
-use crate::json::is_lossless;
 use super::registry::Registry;
 use super::result::{ToolExecutionResult, ToolFailure, ToolOutcome};
 use super::scope::{AgentScope, ExecutionToken};
 use super::RUN_CODE_NAME;
+use crate::json::is_lossless;
 use crate::signal::AbortSignal;
 
 /// What a caller asks the registry to run.

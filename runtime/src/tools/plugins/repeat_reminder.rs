@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::tools::content::{ContentBlock, ContextMessage, ContextSource};
 use crate::json::to_string_sorted;
+use crate::tools::content::{ContentBlock, ContextMessage, ContextSource};
 use crate::tools::pipeline::ToolCall;
 use crate::tools::registry::{RegistrationGuard, Registry};
 use crate::tools::scope::{AgentScope, ScopeNode};
