@@ -4,9 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use codemode_runtime::code::Language;
 use codemode_runtime::code::{
-    validate_bindings, BoxFuture, CodeRuntime, FailureKind, Reply, Resume, RunFailure,
+    validate_bindings, BoxFuture, CodeRuntime, FailureKind, Language, Reply, Resume, RunFailure,
     RunRejection, RunRequest, RunResult,
 };
 use codemode_runtime::signal::{AbortController, AbortSignal};
