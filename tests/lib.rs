@@ -237,6 +237,34 @@ pub fn codemode_binary() -> PathBuf {
     cli
 }
 
+/// Runs `command` with `stdin` written to its standard input, and collects its exit status,
+/// standard output and standard error. A command that exits before reading its input (a CLI
+/// refusing its arguments) closes the pipe under the write; that is expected, and the status
+/// and stderr say what happened.
+pub fn output_with_stdin(command: &mut std::process::Command, stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
+    let written = child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(stdin.as_bytes());
+    if let Err(error) = written {
+        assert_eq!(
+            error.kind(),
+            std::io::ErrorKind::BrokenPipe,
+            "write to {command:?}: {error}"
+        );
+    }
+    child.wait_with_output().expect("the command exits")
+}
+
 /// A fresh directory under the system's temporary directory, made for one test and removed
 /// with everything in it when dropped, so also when the test panics. Its path is canonical
 /// (what a process running in it sees as its working directory).

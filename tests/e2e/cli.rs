@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use codemode_e2e::{codemode_binary as binary, temp_dir};
+use codemode_e2e::{codemode_binary as binary, output_with_stdin, temp_dir};
 use serde_json::{json, Value};
 
 fn fixtures() -> PathBuf {
@@ -11,29 +11,7 @@ fn fixtures() -> PathBuf {
 }
 
 fn run_with_stdin(args: &[&str], stdin: &str) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(binary())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn codemode");
-    let written = child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes());
-    // A CLI that refuses its arguments exits before reading stdin: the pipe closing under the
-    // write is then expected, and the exit status and stderr below say what happened.
-    if let Err(error) = written {
-        assert_eq!(
-            error.kind(),
-            std::io::ErrorKind::BrokenPipe,
-            "write program: {error}"
-        );
-    }
-    child.wait_with_output().expect("codemode exits")
+    output_with_stdin(Command::new(binary()).args(args), stdin)
 }
 
 fn json_of(output: &Output) -> Value {
@@ -351,23 +329,13 @@ fn bench_prints_one_object_with_every_workload() {
 /// The program's result under `flags`, run without a controlling terminal (`setsid`), so
 /// `--ask` can never prompt whoever runs the tests.
 fn result_without_terminal(flags: &[&str], program: &str) -> (Option<i32>, Value) {
-    use std::io::Write;
-    let mut child = Command::new("setsid")
-        .arg(binary())
-        .args(["run", "--json"])
-        .args(flags)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn codemode under setsid");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(program.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_stdin(
+        Command::new("setsid")
+            .arg(binary())
+            .args(["run", "--json"])
+            .args(flags),
+        program,
+    );
     (out.status.code(), json_of(&out))
 }
 

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use codemode_e2e::{codemode_binary as binary, temp_dir};
+use codemode_e2e::{codemode_binary as binary, output_with_stdin, temp_dir};
 use serde_json::{json, Value};
 
 fn repo() -> PathBuf {
@@ -38,22 +38,10 @@ fn fragile() -> String {
 }
 
 fn run(args: &[&str], program: &str) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(binary())
-        .args(["run", "--json"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn codemode");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(program.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    output_with_stdin(
+        Command::new(binary()).args(["run", "--json"]).args(args),
+        program,
+    )
 }
 
 fn document(out: &Output) -> Value {
