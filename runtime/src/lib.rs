@@ -1,4 +1,17 @@
-//! codemode's shared vocabulary. Architecture invariant: nothing in this crate knows about wasm.
+//! codemode's shared vocabulary: tools and the pipeline every call goes through, and `run_code`,
+//! the tool that runs a program against them on any [`code::CodeRuntime`].
+//!
+//! - [`tools`]: definitions, the registry (scopes, modes, guards, hooks) and the pipeline
+//!   (policy, approval, validation, execution, post-processing, events);
+//! - [`run_code`]: the Code Mode transport, its scheduler of sub-calls, and prompt assembly
+//!   ([`run_code::prompt`]: the SDK sections and wire tools a model is shown);
+//! - [`code`]: the contract between `run_code` and a runtime (requests, results, failures,
+//!   pauses);
+//! - [`ledger`]: the one count of a run's output bytes; [`json`]: the one definition of JSON;
+//!   [`signal`]: abort signals.
+//!
+//! Architecture invariant: nothing in this crate knows about wasm (`codemode-host` runs
+//! programs in a sandbox; a test can run them anywhere).
 
 #![warn(missing_docs)]
 

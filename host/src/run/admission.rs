@@ -67,7 +67,7 @@ pub(super) async fn admit<'a>(
 }
 
 /// The run's memory budget out of `cap`, waiting within the wall budget.
-pub(super) async fn take_memory<'a>(
+async fn take_memory<'a>(
     cap: &'a MemoryCap,
     control: &AbortSignal,
     deadline: Instant,
@@ -109,7 +109,7 @@ pub(super) async fn take_memory<'a>(
 
 /// Waits for one of the engine's instance slots, within the run's wall budget and until its
 /// abort: more runs than slots queue here instead of failing.
-pub(super) async fn take_slot<'a>(
+async fn take_slot<'a>(
     slots: &'a Semaphore,
     control: &AbortSignal,
     deadline: Instant,
@@ -129,7 +129,7 @@ pub(super) async fn take_slot<'a>(
 
 /// A permit at once when `now` has one, else from `acquire` within the run's wall budget
 /// (past it, `waited` says what for) and until its abort.
-pub(super) async fn wait_for_permit<'a>(
+async fn wait_for_permit<'a>(
     now: Result<SemaphorePermit<'a>, tokio::sync::TryAcquireError>,
     acquire: impl std::future::Future<Output = Result<SemaphorePermit<'a>, tokio::sync::AcquireError>>,
     control: &AbortSignal,

@@ -16,7 +16,7 @@ use super::state::{alongside_calls, RunState};
 use super::{Resumed, RunMetrics, Stop};
 
 /// What the event loop does next.
-pub(super) enum Next {
+enum Next {
     Deliver(Vec<u8>),
     Stop(Stop),
     NeverSettles,
@@ -26,7 +26,7 @@ pub(super) enum Next {
 
 /// The run's two clocks, registered with tokio's timer once per run rather than once per event
 /// (registering a sleep wakes the runtime's driver, a syscall per sub-call otherwise).
-pub(super) struct Clocks {
+struct Clocks {
     wall: Pin<Box<tokio::time::Sleep>>,
     timer: Pin<Box<tokio::time::Sleep>>,
     /// The timer `timer` is armed for.
@@ -44,7 +44,7 @@ impl Clocks {
     }
 }
 
-pub(super) async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
+async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
     if let Some(frame) = state.ready.pop_front() {
         return Next::Deliver(frame);
     }

@@ -23,9 +23,9 @@ use crate::config::Budgets;
 
 use super::{Outcome, Stop};
 
-pub(super) type CallFuture = futures::future::BoxFuture<'static, (u32, Result<Value, String>)>;
+type CallFuture = futures::future::BoxFuture<'static, (u32, Result<Value, String>)>;
 
-pub(super) type Completion = (u32, Result<Value, String>);
+type Completion = (u32, Result<Value, String>);
 
 /// The run's binding calls in flight. Shared between the store (the `call` import starts
 /// calls) and the event loop, which polls them both while it waits and whenever the guest
@@ -37,7 +37,7 @@ pub(crate) struct InFlight {
 }
 
 #[derive(Default)]
-pub(super) struct InFlightInner {
+struct InFlightInner {
     running: FuturesUnordered<CallFuture>,
     /// Finished while the guest was running, in finishing order; delivered at the next wait.
     finished: VecDeque<Completion>,
@@ -483,11 +483,11 @@ impl RunState {
 }
 
 /// Longest name kept in a call record: records live as long as the run, outside the ledger.
-pub(super) const RECORD_NAME_BYTES: usize = 128;
+const RECORD_NAME_BYTES: usize = 128;
 
 /// Longest rejection message delivered to the program: a tool's error text, kept in host memory
 /// until the guest reads it.
-pub(super) const MAX_REJECTION_BYTES: usize = 64 * 1024;
+const MAX_REJECTION_BYTES: usize = 64 * 1024;
 
 /// A name as records and messages keep it: at most `RECORD_NAME_BYTES`, cut on a character.
 pub(crate) fn record_name(name: &str) -> String {
@@ -503,7 +503,7 @@ pub(crate) fn record_name(name: &str) -> String {
 
 /// A tool's error message as the program gets it: whole, or cut on a character boundary with
 /// a note of what was left out.
-pub(super) fn rejection_text(message: &str) -> std::borrow::Cow<'_, str> {
+fn rejection_text(message: &str) -> std::borrow::Cow<'_, str> {
     if message.len() <= MAX_REJECTION_BYTES {
         return message.into();
     }
