@@ -82,6 +82,10 @@ impl ToolSession {
             match args.exec {
                 None => None,
                 Some(choice) => {
+                    // Checked for both backends: a secret named here is refused, never dropped
+                    // silently (the local backend passes everything but the secrets anyway).
+                    codemode_exec::environment::check_pass_through(&args.exec_env)
+                        .map_err(|e| format!("codemode: --exec-env: {e}"))?;
                     let backend: Arc<dyn Backend> = match choice {
                         ExecBackend::Local => Arc::new(Local),
                         ExecBackend::Sandbox => {

@@ -408,6 +408,12 @@ fn commands_get_a_minimal_environment_and_none_of_codemodes_secrets() {
             }
         }
     }
-    let (_, stderr) = cli_bash("sandbox", &["--exec-env", "CODEMODE_STATE_KEY"], "true");
-    assert!(stderr.contains("never passed to commands"), "{stderr}");
+    for backend in ["local", "sandbox"] {
+        let (result, stderr) = cli_bash(backend, &["--exec-env", "CODEMODE_STATE_KEY"], "true");
+        assert!(
+            stderr.contains("CODEMODE_STATE_KEY holds one of codemode's own credentials"),
+            "{backend}: {stderr}"
+        );
+        assert!(result.is_null(), "{backend}: nothing runs: {result}");
+    }
 }
