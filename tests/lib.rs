@@ -231,7 +231,7 @@ pub fn codemode_binary() -> PathBuf {
     let cli = dir.join(format!("codemode{}", std::env::consts::EXE_SUFFIX));
     assert!(
         cli.exists(),
-        "{} is missing: build it with `cargo build -p codemode-host --bin codemode --features bench`",
+        "{} is missing: build it with `cargo build -p codemode-host --bin codemode`",
         cli.display()
     );
     cli

@@ -2,10 +2,10 @@
 //! under compute (fuel), wall-clock, memory and output budgets, calling host bindings through
 //! a validated bridge. The `codemode` binary (src/main.rs) wires this crate to the CLI.
 //!
-//! Features: `mcp` (upstream MCP servers as tools, and `run_code` served over MCP), `s3`
-//! (paused runs in an object store), `cli` (the binary; both of those and the command line),
-//! all on by default; `bench` (`codemode bench` and the seams benchmarks and hostile-guest
-//! tests use), off.
+//! Features, all on by default: `mcp` (upstream MCP servers as tools, and `run_code` served
+//! over MCP), `s3` (paused runs in an object store), `cli` (the binary; both of those and the
+//! command line), `bench` (`codemode bench` and the seams benchmarks and hostile-guest tests
+//! use). A library user that only runs programs turns them off.
 
 #![warn(missing_docs)]
 

@@ -2,8 +2,7 @@
 //! every option the user docs name checked against them: a change to the command line shows
 //! up here with the docs to revisit, and docs cannot name an option the binary lacks.
 //!
-//! `CODEMODE_BLESS=1 cargo test -p codemode-host --features bench --test cli_help` rewrites
-//! the snapshots.
+//! `CODEMODE_BLESS=1 cargo test -p codemode-host --test cli_help` rewrites the snapshots.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
