@@ -416,12 +416,7 @@ impl WasmCodeRuntime {
         let crate::durable::Loaded { header, runs, .. } = loaded;
         metrics.restore = restoring.elapsed();
         // The run keeps the budgets it started with.
-        let budgets = Budgets {
-            compute_ms: header.budgets.compute_ms,
-            wall_ms: header.budgets.wall_ms,
-            max_output_bytes: header.budgets.max_output_bytes,
-            memory_mb: header.budgets.memory_mb,
-        };
+        let budgets = Budgets::from(&header.budgets);
         let program = header.program.clone();
         let vocabulary: explain::Vocabulary = request
             .bindings

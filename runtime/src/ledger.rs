@@ -14,16 +14,12 @@ pub const MIN_OUTPUT_BYTES: u64 = 4;
 
 /// Bytes of `c` inside a JSON string literal.
 fn char_cost(c: char) -> u64 {
-    match c {
-        '"' | '\\' | '\u{8}' | '\t' | '\n' | '\u{c}' | '\r' => 2,
-        '\0'..='\u{1f}' => 6,
-        _ => c.len_utf8() as u64,
-    }
+    json::char_len(c) as u64
 }
 
 /// Bytes of `s` as a JSON string literal, quotes included.
 pub fn string_cost(s: &str) -> u64 {
-    2 + s.chars().map(char_cost).sum::<u64>()
+    json::string_len(s) as u64
 }
 
 /// Bytes of `JSON.stringify(logs)`: `[]`, each entry, and a comma between two.

@@ -149,16 +149,5 @@ fn canonical_content(tool: &ToolSchema) -> String {
 
 /// Whether `value` nests at most 100 levels (checked without recursion).
 fn shallow_enough(value: &Value) -> bool {
-    let mut stack = vec![(value, 0usize)];
-    while let Some((node, depth)) = stack.pop() {
-        if depth > 100 {
-            return false;
-        }
-        match node {
-            Value::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
-            Value::Object(map) => stack.extend(map.values().map(|v| (v, depth + 1))),
-            _ => {}
-        }
-    }
-    true
+    codemode_json::walk(value, |_, depth| depth <= 100)
 }

@@ -4,15 +4,10 @@
 //! Everything here but `unique_name` is a pure function of its input; nothing allocates per
 //! character more than once.
 
-use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use unicode_normalization::UnicodeNormalization;
 
-/// Orders two strings by their UTF-16 code units, the way JavaScript's `<` does.
-/// (Rust's `str` order is by UTF-8 bytes, which differs for characters above U+FFFF.)
-pub fn cmp_utf16(a: &str, b: &str) -> Ordering {
-    a.encode_utf16().cmp(b.encode_utf16())
-}
+pub use codemode_json::cmp_utf16;
 
 /// JavaScript's `\s` class: ECMAScript WhiteSpace plus LineTerminator.
 fn is_js_whitespace(c: char) -> bool {
@@ -166,6 +161,7 @@ pub fn unique_name(taken: &mut BTreeSet<String>, base: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cmp::Ordering;
 
     #[test]
     fn utf16_order_puts_astral_characters_before_the_private_use_area() {

@@ -39,8 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::McpArgs;
 
-/// The environment variable that holds the token when `--auth-token-file` is not given.
-pub const TOKEN_ENV: &str = "CODEMODE_MCP_TOKEN";
+use codemode_host::mcp::server::TOKEN_ENV;
 /// Shortest token accepted: anything shorter could be guessed over the network.
 const MIN_TOKEN_LEN: usize = 16;
 /// How long a stopping server waits for its connections to finish.

@@ -20,6 +20,7 @@ use codemode_runtime::run_code::DEFAULT_MAX_PARALLEL_SUB_CALLS;
 use codemode_sdk_gen::Language;
 
 use codemode_host::config;
+use codemode_host::mcp::sessions;
 
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_PROGRAM_FAILED: u8 = 1;
@@ -195,11 +196,11 @@ pub struct McpArgs {
     pub allowed_origins: Vec<String>,
     /// With --http: most MCP sessions at once; past it, a new session gets 503 with
     /// Retry-After until one ends or expires.
-    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, value_name = "N", default_value_t = sessions::DEFAULT_MAX_SESSIONS, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_sessions: u64,
     /// With --http: a session with no request for this long (and none running) is closed,
     /// with its jobs and terminals.
-    #[arg(long, value_name = "MS", default_value_t = 600_000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    #[arg(long, value_name = "MS", default_value_t = sessions::DEFAULT_SESSION_IDLE_MS, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     pub session_idle_ms: u64,
     /// With --http: most connections open at once; past it, the connection that has waited
     /// longest without a request in progress is closed to make way for a new one (when every

@@ -178,14 +178,7 @@ impl Durability {
         let where_ = self.store.describe();
         // A consumed run stays consumed whatever its record: one left behind by a failed
         // removal, or a copy put back, is never read.
-        if self
-            .store
-            .claimed(run_id)
-            .await
-            .map_err(|e| e.to_string())?
-        {
-            return Err(already_resumed(run_id));
-        }
+        self.refuse_if_claimed(run_id).await?;
         let found = self
             .store
             .get(run_id, MAX_RECORD_BYTES)
@@ -193,24 +186,15 @@ impl Durability {
             .map_err(|e| e.to_string())?;
         let Some(bytes) = found else {
             // A racing resume may have claimed it (and dropped the record) since the check.
-            if self
-                .store
-                .claimed(run_id)
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                return Err(already_resumed(run_id));
-            }
+            self.refuse_if_claimed(run_id).await?;
             return Err(format!("no paused run {run_id} in {where_}"));
         };
         let refused =
-            |why: record::Refusal| format!("the record of run {run_id} is refused: {why}");
-        let (header, packed) = record::decode(&bytes, self.key.bytes()).map_err(refused)?;
+            |why: &dyn std::fmt::Display| format!("the record of run {run_id} is refused: {why}");
+        let (header, packed) =
+            record::decode(&bytes, self.key.bytes()).map_err(|why| refused(&why))?;
         if header.run_id != run_id {
-            return Err(format!(
-                "the record of run {run_id} is refused: it is run {}'s",
-                header.run_id
-            ));
+            return Err(refused(&format_args!("it is run {}'s", header.run_id)));
         }
         if header.guest != guest || header.image != image {
             return Err(format!(
@@ -219,11 +203,10 @@ impl Durability {
                 &guest[..guest.len().min(16)]
             ));
         }
-        header.check_bounds().map_err(refused)?;
+        header.check_bounds().map_err(|why| refused(&why))?;
         // The runs hold at most every page of the memory plus 8 bytes per run.
         let cap = (header.memory_bytes as usize).saturating_mul(2) + (1 << 20);
-        let runs = memory::decompress(packed, cap)
-            .map_err(|e| format!("the record of run {run_id} is refused: {e}"))?;
+        let runs = memory::decompress(packed, cap).map_err(|why| refused(&why))?;
         Ok(Loaded {
             identity: record::identity(&bytes),
             header,
@@ -250,6 +233,19 @@ impl Durability {
             tracing::warn!(
                 "codemode: could not remove the record of resumed run {run_id}: {error}"
             );
+        }
+        Ok(())
+    }
+
+    /// Refuses `run_id` when its run has already been claimed by a resume.
+    async fn refuse_if_claimed(&self, run_id: &str) -> Result<(), String> {
+        if self
+            .store
+            .claimed(run_id)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            return Err(already_resumed(run_id));
         }
         Ok(())
     }

@@ -74,6 +74,28 @@ pub struct SavedBudgets {
     pub memory_mb: u64,
 }
 
+impl From<&crate::config::Budgets> for SavedBudgets {
+    fn from(b: &crate::config::Budgets) -> Self {
+        Self {
+            compute_ms: b.compute_ms,
+            wall_ms: b.wall_ms,
+            max_output_bytes: b.max_output_bytes,
+            memory_mb: b.memory_mb,
+        }
+    }
+}
+
+impl From<&SavedBudgets> for crate::config::Budgets {
+    fn from(b: &SavedBudgets) -> Self {
+        Self {
+            compute_ms: b.compute_ms,
+            wall_ms: b.wall_ms,
+            max_output_bytes: b.max_output_bytes,
+            memory_mb: b.memory_mb,
+        }
+    }
+}
+
 /// An exported mutable global (see `globals.rs`) and its value's bits.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SavedGlobal {
@@ -255,13 +277,7 @@ impl Header {
     /// a memory larger than its budget or not in whole wasm pages, a timer beyond the longest
     /// delay. Checked before anything of the record is restored or used.
     pub fn check_bounds(&self) -> Result<(), Refusal> {
-        let b = &self.budgets;
-        let budgets = crate::config::Budgets {
-            compute_ms: b.compute_ms,
-            wall_ms: b.wall_ms,
-            max_output_bytes: b.max_output_bytes,
-            memory_mb: b.memory_mb,
-        };
+        let budgets = crate::config::Budgets::from(&self.budgets);
         budgets.validate().map_err(|e| {
             Refusal::OutOfBounds(format!(
                 "its budget {} {} (a run's budgets are held to the same caps as a new run's)",
@@ -274,7 +290,7 @@ impl Header {
         {
             return Err(Refusal::OutOfBounds(format!(
                 "its memory of {} bytes does not fit its budget of {} MiB in whole wasm pages",
-                self.memory_bytes, b.memory_mb
+                self.memory_bytes, budgets.memory_mb
             )));
         }
         let longest_ns = crate::config::MAX_WALL_MS.saturating_mul(1_000_000);

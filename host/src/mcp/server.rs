@@ -36,6 +36,9 @@ use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{json, Value};
 
+/// The environment variable that holds the HTTP server's bearer token when
+/// `--auth-token-file` is not given. A secret of codemode's own: no upstream server gets it.
+pub const TOKEN_ENV: &str = "CODEMODE_MCP_TOKEN";
 /// Most declarations one search returns.
 const MAX_SEARCH_LIMIT: u64 = 50;
 /// How often a long call reports progress.

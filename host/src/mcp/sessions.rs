@@ -21,6 +21,11 @@ use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use rmcp::transport::WorkerTransport;
 
+/// Most sessions at once by default.
+pub const DEFAULT_MAX_SESSIONS: u64 = 256;
+/// How long an unused session lives by default (ten minutes).
+pub const DEFAULT_SESSION_IDLE_MS: u64 = 600_000;
+
 /// How many sessions may live and how long an unused one lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionLimits {
@@ -33,8 +38,8 @@ pub struct SessionLimits {
 impl Default for SessionLimits {
     fn default() -> Self {
         Self {
-            max_sessions: 256,
-            idle: Duration::from_secs(600),
+            max_sessions: DEFAULT_MAX_SESSIONS as usize,
+            idle: Duration::from_millis(DEFAULT_SESSION_IDLE_MS),
         }
     }
 }

@@ -252,8 +252,8 @@ impl Upstream {
             // codemode's own secrets are not the server's (its configuration may still pass
             // them explicitly).
             c.args(&spec.args)
-                .env_remove("CODEMODE_MCP_TOKEN")
-                .env_remove("CODEMODE_STATE_KEY")
+                .env_remove(super::server::TOKEN_ENV)
+                .env_remove(crate::durable::KEY_ENV)
                 .envs(&spec.env)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())

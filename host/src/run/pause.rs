@@ -61,12 +61,7 @@ pub(super) async fn pause(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
         program: keeping.program.to_owned(),
-        budgets: SavedBudgets {
-            compute_ms: budgets.compute_ms,
-            wall_ms: budgets.wall_ms,
-            max_output_bytes: budgets.max_output_bytes,
-            memory_mb: budgets.memory_mb,
-        },
+        budgets: SavedBudgets::from(budgets),
         fuel_spent,
         wall_spent_ns: state.started.elapsed().as_nanos() as u64,
         memory_bytes,

@@ -176,6 +176,9 @@ pub(crate) async fn background(
     if signal.is_aborted() {
         return Err("the call was cancelled before the job started".to_owned());
     }
+    if let Some(refusal) = exec.jobs.refusal(owner) {
+        return Err(refusal);
+    }
     let (process, output) = spawn(exec, args)?;
     // Published: from here on only job_kill, the owner's disposal or teardown end it.
     let id = exec

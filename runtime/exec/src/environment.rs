@@ -24,7 +24,7 @@ pub const SECRETS: &[&str] = &[
 /// terminals, nothing that names a credential.
 const SANDBOX_DEFAULTS: &[&str] = &["PATH", "HOME", "LANG", "LANGUAGE", "TERM", "USER"];
 
-pub fn is_secret(name: &OsStr) -> bool {
+pub(crate) fn is_secret(name: &OsStr) -> bool {
     SECRETS.iter().any(|secret| OsStr::new(secret) == name)
 }
 
@@ -42,14 +42,14 @@ pub fn check_pass_through(names: &[String]) -> Result<(), SetupError> {
 }
 
 /// The local backend's environment: everything this process has, less its secrets.
-pub fn inherited() -> Vec<(OsString, OsString)> {
+pub(crate) fn inherited() -> Vec<(OsString, OsString)> {
     std::env::vars_os()
         .filter(|(name, _)| !is_secret(name))
         .collect()
 }
 
 /// The sandbox's environment: the defaults, `LC_*`, and the names passed through.
-pub fn minimal(pass_through: &[String]) -> Vec<(OsString, OsString)> {
+pub(crate) fn minimal(pass_through: &[String]) -> Vec<(OsString, OsString)> {
     std::env::vars_os()
         .filter(|(name, _)| {
             let text = name.to_string_lossy();

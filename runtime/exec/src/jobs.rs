@@ -95,6 +95,32 @@ impl Jobs {
         })
     }
 
+    /// Why `owner` may not start another job now, if it may not: checked before a job's
+    /// process is spawned, so that a refused command never runs, and again when it is
+    /// published (another job may have started in between).
+    pub(crate) fn refusal(&self, owner: Owner) -> Option<String> {
+        self.refusal_in(&lock(&self.state), owner)
+    }
+
+    fn refusal_in(&self, state: &State, owner: Owner) -> Option<String> {
+        let running = state.jobs.values().filter(|j| j.exit().is_none());
+        let (mine, all) = running.fold((0, 0), |(mine, all), j| {
+            (mine + usize::from(j.owner == owner), all + 1)
+        });
+        if all >= self.limits.running_total {
+            Some(format!(
+                "{all} background jobs are running across all sessions, the most this server allows; kill one (job_kill) or try again later"
+            ))
+        } else if mine >= self.limits.running_per_owner {
+            Some(format!(
+                "{} background jobs are already running; read or kill one (job_list, job_kill) before starting another",
+                self.limits.running_per_owner
+            ))
+        } else {
+            None
+        }
+    }
+
     /// Publishes a started process as a job of `owner`. When the owner already has as many
     /// jobs running as allowed, the process is terminated and the publication refused.
     pub(crate) async fn publish(
@@ -106,22 +132,12 @@ impl Jobs {
     ) -> Result<String, String> {
         let allocated = {
             let mut state = lock(&self.state);
-            let running = state.jobs.values().filter(|j| j.exit().is_none());
-            let (mine, all) = running.fold((0, 0), |(mine, all), j| {
-                (mine + usize::from(j.owner == owner), all + 1)
-            });
-            if all >= self.limits.running_total {
-                Err(format!(
-                    "{all} background jobs are running across all sessions, the most this server allows; kill one (job_kill) or try again later"
-                ))
-            } else if mine >= self.limits.running_per_owner {
-                Err(format!(
-                    "{} background jobs are already running; read or kill one (job_list, job_kill) before starting another",
-                    self.limits.running_per_owner
-                ))
-            } else {
-                state.next += 1;
-                Ok((format!("job-{}", state.next), state.next))
+            match self.refusal_in(&state, owner) {
+                Some(refusal) => Err(refusal),
+                None => {
+                    state.next += 1;
+                    Ok((format!("job-{}", state.next), state.next))
+                }
             }
         };
         let (id, sequence) = match allocated {

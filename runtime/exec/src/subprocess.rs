@@ -185,7 +185,7 @@ impl Process {
     }
 
     /// Keeps `permit` until the leader exits.
-    pub fn hold(&mut self, permit: tokio::sync::OwnedSemaphorePermit) {
+    pub(crate) fn hold(&mut self, permit: tokio::sync::OwnedSemaphorePermit) {
         self.admission = Some(permit);
     }
 

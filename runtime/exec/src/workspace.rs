@@ -30,14 +30,17 @@ impl WorkDir {
     }
 }
 
+/// The workspace's canonical path, or why it cannot be used.
+pub(crate) fn resolve(root: &Path) -> Result<PathBuf, SetupError> {
+    root.canonicalize().map_err(|source| SetupError::Workspace {
+        path: root.to_owned(),
+        source,
+    })
+}
+
 impl Workspace {
     pub fn new(root: &Path) -> Result<Self, SetupError> {
-        let root = root
-            .canonicalize()
-            .map_err(|source| SetupError::Workspace {
-                path: root.to_owned(),
-                source,
-            })?;
+        let root = resolve(root)?;
         if !root.is_dir() {
             return Err(SetupError::NotADirectory { path: root });
         }

@@ -24,7 +24,9 @@ mod write;
 
 pub use parse::{heap_bytes, number_value, parse, parse_within};
 pub use value::{clone_deep, drop_deep, is_lossless, is_lossless_number, scalar_eq, walk};
-pub use write::{to_string, to_string_sorted, write, write_number, write_string};
+pub use write::{
+    char_len, cmp_utf16, string_len, to_string, to_string_sorted, write, write_number, write_string,
+};
 
 /// The deepest nesting accepted at a boundary: what the reference's deepest tests use. serde_json
 /// drops a `Value` recursively (measured: about 6,800 nested objects fit a 2 MiB thread stack)

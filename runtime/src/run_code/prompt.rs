@@ -75,14 +75,7 @@ pub fn sdk_tools(registry: &Registry, scope: Option<&AgentScope>) -> Vec<ToolSch
         .definitions(scope)
         .iter()
         .filter(|definition| definition.name() != RUN_CODE_NAME)
-        .map(|definition| ToolSchema {
-            name: definition.name().to_owned(),
-            description: Some(definition.description().to_owned()),
-            parameters: crate::json::clone_deep(definition.parameters().json()),
-            output: definition
-                .output()
-                .map(|output| crate::json::clone_deep(output.schema().json())),
-        })
+        .map(|definition| definition.schema(true))
         .collect()
 }
 
@@ -112,14 +105,13 @@ pub fn prompt_sections(
 /// The tools listed to the model as callable: every visible tool under `native`, `run_code`
 /// alone under `code`, both (with `run_code` last) under `both`.
 pub fn wire_tools(registry: &Registry, scope: Option<&AgentScope>) -> Vec<ToolSchema> {
-    let visible = registry.schemas(scope);
-    match registry.mode_for(scope) {
-        ToolMode::Code => visible
-            .into_iter()
-            .filter(|schema| schema.name == RUN_CODE_NAME)
-            .collect(),
-        ToolMode::Native | ToolMode::Both => visible,
-    }
+    let run_code_only = registry.mode_for(scope) == ToolMode::Code;
+    registry
+        .definitions(scope)
+        .iter()
+        .filter(|definition| !run_code_only || definition.name() == RUN_CODE_NAME)
+        .map(|definition| definition.schema(false))
+        .collect()
 }
 
 /// `run_code`'s description with the SDK of `tools` in it, and whether progressive discovery

@@ -156,6 +156,21 @@ impl ToolDefinition {
         self.output.as_ref()
     }
 
+    /// The model-facing projection: name, description and parameters, and the output schema
+    /// when `with_output` (the SDK declares results; a wire listing does not).
+    pub fn schema(&self, with_output: bool) -> super::ToolSchema {
+        super::ToolSchema {
+            name: self.name.clone(),
+            description: Some(self.description.clone()),
+            parameters: crate::json::clone_deep(self.parameters.json()),
+            output: self
+                .output
+                .as_ref()
+                .filter(|_| with_output)
+                .map(|output| crate::json::clone_deep(output.schema().json())),
+        }
+    }
+
     /// The cooperative per-call budget the timeout policy enforces.
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout

@@ -509,7 +509,7 @@ impl Registry {
             .collect();
         if !unknown.is_empty() {
             let mut sorted: Vec<&String> = known.iter().collect();
-            sorted.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+            sorted.sort_by(|a, b| crate::json::cmp_utf16(a, b));
             let listed = sorted
                 .iter()
                 .map(|s| s.as_str())
@@ -588,14 +588,7 @@ impl Registry {
     /// `run_code::prompt::sdk_tools`).
     pub fn schemas(&self, scope: Option<&AgentScope>) -> Vec<ToolSchema> {
         let view = read(&self.inner.state).view(scope, self.inner.default_mode);
-        view.iter()
-            .map(|d| ToolSchema {
-                name: d.name.clone(),
-                description: Some(d.description.clone()),
-                parameters: crate::json::clone_deep(d.parameters.json()),
-                output: None,
-            })
-            .collect()
+        view.iter().map(|d| d.schema(false)).collect()
     }
 
     /// The definitions `scope` sees, in the same order as [`Registry::schemas`].

@@ -134,12 +134,7 @@ impl Sandbox {
         crate::environment::check_pass_through(&options.pass_env)?;
         let abi = rules::kernel_abi();
         rules::check_abi(abi)?;
-        let workspace = workspace
-            .canonicalize()
-            .map_err(|source| SetupError::Workspace {
-                path: workspace.to_owned(),
-                source,
-            })?;
+        let workspace = crate::workspace::resolve(workspace)?;
         let temp = PrivateTemp::create()?;
         let ruleset = Arc::new(rules::build(abi, &workspace, &temp.0)?);
         // The first of these the kernel lets a throwaway command start under.

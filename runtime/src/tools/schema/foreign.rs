@@ -25,21 +25,12 @@ pub(super) struct ForeignSchema {
     validator: jsonschema::Validator,
 }
 
-/// Container depth of a value (a scalar is 0), measured iteratively and stopping past `limit`.
+/// Whether a container sits at depth `limit` or deeper (the root is at 0): the value nests more
+/// than `limit` levels. Iterative, stopping at the first such container.
 fn depth_exceeds(value: &Value, limit: usize) -> bool {
-    let mut pending = vec![(value, 0usize)];
-    while let Some((next, depth)) = pending.pop() {
-        let children: Box<dyn Iterator<Item = &Value>> = match next {
-            Value::Array(items) => Box::new(items.iter()),
-            Value::Object(map) => Box::new(map.values()),
-            _ => continue,
-        };
-        if depth + 1 > limit {
-            return true;
-        }
-        pending.extend(children.map(|child| (child, depth + 1)));
-    }
-    false
+    !crate::json::walk(value, |node, depth| {
+        !(node.is_array() || node.is_object()) || depth < limit
+    })
 }
 
 impl ForeignSchema {

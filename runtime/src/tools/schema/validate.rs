@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::subset::is_integer;
 use super::{diagnostic_path, push_property};
-use crate::json::{self, is_lossless, is_lossless_number, scalar_eq, to_string};
+use crate::json::{is_lossless, is_lossless_number, scalar_eq, to_string};
 
 #[derive(Clone, Copy)]
 enum Segment<'a> {
@@ -315,16 +315,9 @@ fn check_literals(
     value: &Value,
     segment: Segment<'_>,
 ) -> Vec<String> {
-    if let Some(Value::Array(allowed)) = node.get("enum") {
+    if let Some(list @ Value::Array(allowed)) = node.get("enum") {
         if !allowed.iter().any(|entry| scalar_eq(entry, value)) {
-            let mut message = String::from("must be one of [");
-            for (index, entry) in allowed.iter().enumerate() {
-                if index > 0 {
-                    message.push(',');
-                }
-                json::write(entry, &mut message);
-            }
-            message.push(']');
+            let message = format!("must be one of {}", to_string(list));
             return vec![walk.quoted(segment, &message)];
         }
     }
