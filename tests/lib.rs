@@ -223,6 +223,29 @@ pub async fn fixture_cases_beside_node(fixture: &str, at_least: usize) -> (Vec<V
     (node, ours)
 }
 
+/// Whether `id` is a run id: a random (version 4) UUID, unique across processes.
+pub fn is_run_id(id: &str) -> bool {
+    uuid::Uuid::parse_str(id).is_ok_and(|uuid| uuid.get_version_num() == 4) && id.len() == 36
+}
+
+/// Replaces the run id that begins any string of `value` (a call or sub-call id) with `run`,
+/// after checking it is one, so that outputs of different runs compare equal.
+pub fn name_run_ids_run(value: &mut Value) {
+    match value {
+        Value::String(text) => {
+            if let Some(head) = text.get(..36).filter(|head| is_run_id(head)) {
+                let rest = &text[head.len()..];
+                if rest.is_empty() || rest.starts_with(':') {
+                    *text = format!("run{rest}");
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(name_run_ids_run),
+        Value::Object(map) => map.values_mut().for_each(name_run_ids_run),
+        _ => {}
+    }
+}
+
 /// The `codemode` binary of this build: the test binary lives in `target/<profile>/deps`, the
 /// CLI in `target/<profile>`. `cargo test` does not build it (it is another package's binary).
 pub fn codemode_binary() -> PathBuf {

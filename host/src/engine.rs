@@ -286,11 +286,13 @@ fn start_ticker(engine: Engine, stop: Arc<AtomicBool>) {
     if let Err(error) = spawned {
         // Without the ticker wall clocks are still enforced around waits, and fuel still bounds
         // compute; only a hot loop's wall-clock kill would be late.
-        tracing::error!("codemode: could not start the epoch ticker: {error}");
+        tracing::error!("could not start the epoch ticker: {error}");
     }
 }
 
-fn cache_dir() -> Option<PathBuf> {
+/// Where compiled guests are cached: `CODEMODE_CACHE_DIR`, else `$XDG_CACHE_HOME/codemode`,
+/// else `~/.cache/codemode`.
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("CODEMODE_CACHE_DIR") {
         return Some(PathBuf::from(dir));
     }
@@ -477,9 +479,7 @@ fn load_module(
     let wasm = match crate::preinit::preinitialize(engine, GUEST_WASM, interruption) {
         Ok(wasm) => wasm,
         Err(error) => {
-            tracing::warn!(
-                "codemode: guest pre-initialisation failed, runs will be slower: {error}"
-            );
+            tracing::warn!("guest pre-initialisation failed, runs will be slower: {error}");
             GUEST_WASM.to_vec()
         }
     };

@@ -18,6 +18,7 @@ mod explain;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod preinit;
+mod preparing;
 mod run;
 mod runtime;
 pub mod strip;
@@ -28,5 +29,6 @@ pub use engine::EngineError;
 pub use engine::{module_from_disk_cache, on_guest_preparation};
 #[cfg(feature = "bench")]
 pub use engine::{Interruption, GUEST_WASM};
+pub use preparing::{prepare, Prepared, PreparingRuntime, Readiness};
 pub use run::RunMetrics;
-pub use runtime::{SetupError, WasmCodeRuntime};
+pub use runtime::{check_memory_cap, Occupancy, SetupError, WasmCodeRuntime};

@@ -1,6 +1,6 @@
 //! `WasmCodeRuntime`: the `CodeRuntime` service over a fresh Boa-in-wasm instance per run.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -9,7 +9,9 @@ use codemode_runtime::code::{
     RunRejection, RunRequest, RunResult,
 };
 use codemode_runtime::signal::{AbortController, AbortSignal};
+use codemode_runtime::telemetry::{self, RunCost};
 use tokio::sync::Notify;
+use tracing::Instrument;
 use wasmtime::{InstancePre, Module};
 
 use crate::bridge::imports;
@@ -43,6 +45,8 @@ struct Inner {
     disposed: AtomicBool,
     dispose: AbortController,
     live: Mutex<usize>,
+    /// Runs waiting for admission (an instance slot or their share of the memory cap).
+    waiting: AtomicUsize,
     drained: Notify,
     /// Where paused runs are kept; without it requests that pause or resume are refused.
     durability: Mutex<Option<Durability>>,
@@ -57,6 +61,39 @@ struct Inner {
 #[derive(Clone)]
 pub struct WasmCodeRuntime {
     inner: Arc<Inner>,
+}
+
+/// Whether `max_mb` can cap the memory of concurrent runs under `budgets`
+/// ([`WasmCodeRuntime::limit_memory`]): at least one run's budget, and countable.
+pub fn check_memory_cap(budgets: &Budgets, max_mb: u64) -> Result<(), BudgetError> {
+    let budget = budgets.memory_mb;
+    if max_mb < budget.max(1) {
+        return Err(BudgetError {
+            key: "maxMemoryMb",
+            problem: format!(
+                "must be at least the memory budget of one run ({budget} MiB), got {max_mb}"
+            ),
+        });
+    }
+    let countable = u64::try_from(tokio::sync::Semaphore::MAX_PERMITS).unwrap_or(u64::MAX);
+    if max_mb > countable {
+        return Err(BudgetError {
+            key: "maxMemoryMb",
+            problem: format!("must be at most {countable}, got {max_mb}"),
+        });
+    }
+    Ok(())
+}
+
+/// The load of a runtime's engine at one moment ([`WasmCodeRuntime::occupancy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Occupancy {
+    /// Instance slots the engine has (shared by every runtime on it).
+    pub slots: usize,
+    /// Slots a run holds right now.
+    pub slots_in_use: usize,
+    /// This runtime's runs waiting to be admitted.
+    pub runs_waiting: usize,
 }
 
 /// Counts a run as live until dropped, so that `dispose` can wait for every one.
@@ -133,6 +170,7 @@ impl WasmCodeRuntime {
                 disposed: AtomicBool::new(false),
                 dispose: AbortController::new(),
                 live: Mutex::new(0),
+                waiting: AtomicUsize::new(0),
                 drained: Notify::new(),
                 durability: Mutex::new(None),
                 memory_cap: Mutex::new(None),
@@ -167,22 +205,7 @@ impl WasmCodeRuntime {
     /// `Err` when `max_mb` is zero, beyond what can be counted, or smaller than the runtime's
     /// own memory budget (no run could ever start).
     pub fn limit_memory(&self, max_mb: u64) -> Result<(), BudgetError> {
-        let budget = self.inner.budgets.memory_mb;
-        if max_mb < budget.max(1) {
-            return Err(BudgetError {
-                key: "maxMemoryMb",
-                problem: format!(
-                    "must be at least the memory budget of one run ({budget} MiB), got {max_mb}"
-                ),
-            });
-        }
-        let countable = u64::try_from(tokio::sync::Semaphore::MAX_PERMITS).unwrap_or(u64::MAX);
-        if max_mb > countable {
-            return Err(BudgetError {
-                key: "maxMemoryMb",
-                problem: format!("must be at most {countable}, got {max_mb}"),
-            });
-        }
+        check_memory_cap(&self.inner.budgets, max_mb)?;
         *self
             .inner
             .memory_cap
@@ -240,6 +263,17 @@ impl WasmCodeRuntime {
     /// Runs live right now.
     pub fn live_runs(&self) -> usize {
         *self.inner.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How full the engine's instance slots are, and how many of this runtime's runs wait for
+    /// one (or for their share of the memory cap): what a server reports as its load.
+    pub fn occupancy(&self) -> Occupancy {
+        let total = engine::MAX_CONCURRENT_RUNS as usize;
+        Occupancy {
+            slots: total,
+            slots_in_use: total.saturating_sub(self.inner.slots.available_permits()),
+            runs_waiting: self.inner.waiting.load(Ordering::Relaxed),
+        }
     }
 
     /// Runs a program like [`CodeRuntime::run`] and also reports what the run cost.
@@ -313,7 +347,7 @@ impl WasmCodeRuntime {
         // wall clock like any other wait.
         let stripped = tokio::select! {
             biased;
-            stripped = strip_types_async(&request.program) => stripped,
+            stripped = strip_types_async(&request.program).instrument(tracing::info_span!("strip")) => stripped,
             reason = control.aborted() => {
                 return Ok(run::failure_before_start(RunFailure::new(FailureKind::Abort, reason), budgets));
             }
@@ -355,6 +389,7 @@ impl WasmCodeRuntime {
         let admission = Admission {
             slots: &inner.slots,
             memory: memory_cap.as_deref(),
+            waiting: &inner.waiting,
         };
         let mut result = run::execute(
             inner.interruption,
@@ -439,6 +474,7 @@ impl WasmCodeRuntime {
         let admission = Admission {
             slots: &inner.slots,
             memory: memory_cap.as_deref(),
+            waiting: &inner.waiting,
         };
         let mut result = run::execute(
             inner.interruption,
@@ -514,8 +550,22 @@ impl CodeRuntime for WasmCodeRuntime {
 
     fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunResult, RunRejection>> {
         Box::pin(async move {
+            let started = Instant::now();
             let mut metrics = RunMetrics::default();
-            self.run_program(request, &mut metrics).await
+            let result = self.run_program(request, &mut metrics).await;
+            // The `run_code` span this run is polled in, when something records it.
+            let span = tracing::Span::current();
+            if let (Ok(result), false) = (&result, span.is_disabled()) {
+                let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+                let cost = RunCost {
+                    fuel: metrics.fuel_consumed,
+                    compute_ms: metrics.fuel_consumed / crate::config::FUEL_PER_MS,
+                    wall_ms: ms(started.elapsed()),
+                    output_bytes: codemode_runtime::ledger::result_cost(result),
+                };
+                telemetry::record_run_cost(&span, cost);
+            }
+            result
         })
     }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SUBCOMMANDS: [&str; 5] = ["run", "resume", "mcp", "sdk", "bench"];
+const SUBCOMMANDS: [&str; 6] = ["run", "resume", "mcp", "sdk", "prepare", "bench"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

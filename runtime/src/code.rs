@@ -197,6 +197,17 @@ pub enum CallOutcome {
     Abandoned,
 }
 
+impl CallOutcome {
+    /// The outcome as `--json` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallOutcome::Resolved => "resolved",
+            CallOutcome::Rejected => "rejected",
+            CallOutcome::Abandoned => "abandoned",
+        }
+    }
+}
+
 /// Why a run failed. The kinds keep the reference's strings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunFailure {

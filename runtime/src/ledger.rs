@@ -27,6 +27,16 @@ pub fn logs_cost(logs: &[String]) -> u64 {
     2 + logs.iter().map(|l| string_cost(l)).sum::<u64>() + logs.len().saturating_sub(1) as u64
 }
 
+/// Bytes of a finished run's output: its logs, and its value or its error's message.
+pub fn result_cost(result: &crate::code::RunResult) -> u64 {
+    let outcome = match (&result.value, &result.error) {
+        (_, Some(failure)) => string_cost(&failure.message),
+        (Some(value), None) => value_cost(value),
+        (None, None) => 0,
+    };
+    logs_cost(&result.logs) + outcome
+}
+
 /// Bytes of `JSON.stringify(value)`, without building the text and without recursion.
 pub fn value_cost(value: &Value) -> u64 {
     let mut total = 0u64;

@@ -8,7 +8,8 @@
 //! - [`code`]: the contract between `run_code` and a runtime (requests, results, failures,
 //!   pauses);
 //! - [`ledger`]: the one count of a run's output bytes; [`json`]: the one definition of JSON;
-//!   [`signal`]: abort signals.
+//!   [`signal`]: abort signals;
+//! - [`telemetry`]: the spans a run and its sub-calls open, and the names of their fields.
 //!
 //! Architecture invariant: nothing in this crate knows about wasm (`codemode-host` runs
 //! programs in a sandbox; a test can run them anywhere).
@@ -21,4 +22,5 @@ pub use codemode_json as json;
 pub mod ledger;
 pub mod run_code;
 pub mod signal;
+pub mod telemetry;
 pub mod tools;

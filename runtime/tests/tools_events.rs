@@ -133,6 +133,7 @@ async fn jsonl_round_trips_every_event_kind() {
             data: "AA==".into(),
             mime_type: "image/png".into(),
         }],
+        duration_ms: 7,
     };
     writer.append(&start).unwrap();
     writer.append(&settle).unwrap();
@@ -150,7 +151,9 @@ async fn jsonl_round_trips_every_event_kind() {
         lines[1]["error"],
         json!({"message": "bad", "info": {"name": "X", "code": "CODE"}})
     );
+    assert!(lines[1]["durationMs"].is_u64(), "{}", lines[1]);
     assert_eq!(lines[2]["subCallId"], "call-1:code:1");
+    assert_eq!(lines[3]["durationMs"], 7);
     assert_eq!(
         lines[3]["content"],
         json!([{"type": "image", "data": "AA==", "mimeType": "image/png"}])

@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use codemode_e2e::{codemode_binary as binary, output_with_stdin, temp_dir};
+use codemode_e2e::{
+    codemode_binary as binary, is_run_id, name_run_ids_run, output_with_stdin, temp_dir,
+};
 use serde_json::{json, Value};
 
 fn fixtures() -> PathBuf {
@@ -18,7 +20,9 @@ fn json_of(output: &Output) -> Value {
     let text = String::from_utf8_lossy(&output.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 1, "exactly one JSON object: {text:?}");
-    serde_json::from_str(lines[0]).expect("valid JSON")
+    let mut value = serde_json::from_str(lines[0]).expect("valid JSON");
+    name_run_ids_run(&mut value);
+    value
 }
 
 #[test]
@@ -429,7 +433,8 @@ fn events_are_written_as_jsonl_with_a_type_per_line() {
     let kinds: Vec<String> = text
         .lines()
         .map(|line| {
-            let event: Value = serde_json::from_str(line).unwrap();
+            let mut event: Value = serde_json::from_str(line).unwrap();
+            name_run_ids_run(&mut event);
             let id = event["subCallId"]
                 .as_str()
                 .or(event["callId"].as_str())
@@ -449,12 +454,31 @@ fn events_are_written_as_jsonl_with_a_type_per_line() {
             "tool/result run",
         ]
     );
-    let settle: Value = serde_json::from_str(text.lines().nth(4).unwrap()).unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    // Settling records say how long the call took; `fail` answers at once, the run took longer.
+    for settled in [&events[2], &events[4], &events[5]] {
+        assert!(settled["durationMs"].is_u64(), "{settled}");
+    }
+    let settle = &events[4];
     assert_eq!(settle["isError"], true);
     assert_eq!(
         settle["content"],
         json!([{"type": "text", "text": "Error: no"}])
     );
+    // Another process's run has another id.
+    let (code, _) = result_without_terminal(&["--events", path.to_str().unwrap()], "return 2;");
+    assert_eq!(code, Some(0));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let roots: std::collections::BTreeSet<String> = text
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["callId"].clone())
+        .filter_map(|id| id.as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(roots.len(), 2, "{roots:?}");
+    assert!(roots.iter().all(|id| is_run_id(id)), "{roots:?}");
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use codemode_e2e::{codemode_binary, echo, json, temp_dir, tools, TempDir};
+use codemode_e2e::{codemode_binary, echo, json, name_run_ids_run, temp_dir, tools, TempDir};
 use codemode_host::{Budgets, Durability, WasmCodeRuntime, FUEL_PER_MS};
 use codemode_runtime::code::{
     BindingNamespace, BindingRef, CodeRuntime, FailureKind, PausedRun, Resume, RunRejection,
@@ -412,7 +412,8 @@ fn cli_with(args: &[&str], dir: &Path, cache: Option<&Path>) -> (Option<i32>, Va
     }
     let out = command.output().expect("codemode runs");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    let mut value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    name_run_ids_run(&mut value);
     (
         out.status.code(),
         value,

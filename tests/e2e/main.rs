@@ -23,5 +23,6 @@ mod json_stringify;
 mod mcp;
 mod mcp_http_security;
 mod memory_admission;
+mod observability;
 mod run_code;
 mod sandbox;

@@ -672,6 +672,8 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "guest_module_bytes": GUEST_WASM.len(),
         "peak_rss_mib": rss_kib("VmHWM:").unwrap_or(0) as f64 / 1024.0,
         "runs": args.runs,
+        // Measured while spans were exported over OTLP (`OTEL_EXPORTER_OTLP_ENDPOINT`).
+        "traces_exported": super::telemetry::exporting(),
     }))
 }
 

@@ -37,6 +37,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::probes::{self, Observed};
 use super::McpArgs;
 
 use codemode_host::mcp::server::TOKEN_ENV;
@@ -64,6 +65,8 @@ pub struct HttpSetup {
 struct Gate {
     token: Option<Token>,
     origins: Vec<OriginRule>,
+    /// `--probes-without-token`: the probes' paths need no token.
+    open_probes: bool,
 }
 
 /// The bearer token, kept as its digest: comparing digests in constant time reveals neither
@@ -116,7 +119,11 @@ impl HttpSetup {
         let max_sessions = usize::try_from(args.max_sessions).unwrap_or(usize::MAX);
         Ok(Self {
             listener,
-            gate: Gate { token, origins },
+            gate: Gate {
+                token,
+                origins,
+                open_probes: args.probes_without_token,
+            },
             allowed_hosts: args.allowed_hosts.clone(),
             limits: SessionLimits {
                 max_sessions,
@@ -368,8 +375,11 @@ async fn admit(State(front): State<Arc<Front>>, request: Request, next: Next) ->
                 .into_response();
         }
     }
-    if let Some(refusal) = front.gate.unauthenticated(&request) {
-        return refusal;
+    let open = front.gate.open_probes && probes::PATHS.contains(&request.uri().path());
+    if !open {
+        if let Some(refusal) = front.gate.unauthenticated(&request) {
+            return refusal;
+        }
     }
     // A POST without a session id is an `initialize` (or a request of a protocol without
     // sessions): it needs a place, held until the answer is ready.
@@ -397,8 +407,28 @@ async fn admit(State(front): State<Arc<Front>>, request: Request, next: Next) ->
     next.run(request).await
 }
 
-/// Serves `served` until the process is asked to stop.
-pub async fn serve(served: Arc<Served>, setup: HttpSetup) -> Result<(), String> {
+/// Logs each request at `info`: method, path, status and how long the answer took to start.
+async fn log_request(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    tracing::info!(
+        method = %method,
+        path = %path,
+        status = response.status().as_u16(),
+        duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "http request"
+    );
+    response
+}
+
+/// Serves `served` (and the probes, reading `observed`) until the process is asked to stop.
+pub async fn serve(
+    served: Arc<Served>,
+    setup: HttpSetup,
+    observed: Observed,
+) -> Result<(), String> {
     let HttpSetup {
         listener,
         gate,
@@ -421,10 +451,13 @@ pub async fn serve(served: Arc<Served>, setup: HttpSetup) -> Result<(), String> 
     let factory = served.clone();
     let service =
         StreamableHttpService::new(move || Ok(factory.session()), sessions.clone(), config);
+    let probes = probes::routes(observed, sessions.clone());
     let front = Arc::new(Front { gate, sessions });
     let router = axum::Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(front, admit));
+        .merge(probes)
+        .layer(axum::middleware::from_fn_with_state(front, admit))
+        .layer(axum::middleware::from_fn(log_request));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(header_timeout);
@@ -441,7 +474,7 @@ pub async fn serve(served: Arc<Served>, setup: HttpSetup) -> Result<(), String> 
                     // Out of descriptors, or a connection reset before it was accepted: wait a
                     // little rather than spin.
                     if warned.is_none_or(|at| at.elapsed() > Duration::from_secs(10)) {
-                        eprintln!("codemode: cannot accept a connection: {error} (retrying)");
+                        tracing::warn!("cannot accept a connection: {error} (retrying)");
                         warned = Some(Instant::now());
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -704,6 +737,7 @@ mod tests {
         Gate {
             token: None,
             origins: rules.to_vec(),
+            open_probes: false,
         }
         .origin_allowed(&HeaderValue::from_str(origin).unwrap())
     }

@@ -9,10 +9,11 @@ use codemode_runtime::tools::ToolMode;
 use rmcp::ServiceExt;
 
 use super::http::HttpSetup;
+use super::metrics::Metrics;
 use super::session::ToolSession;
 use super::{McpArgs, ServeMode, EXIT_OK, EXIT_PROGRAM_FAILED, EXIT_USAGE};
 
-pub async fn serve(mut args: McpArgs) -> u8 {
+pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
     let mode = match args.mode {
         ServeMode::Code => ToolMode::Code,
         ServeMode::Both => ToolMode::Both,
@@ -56,12 +57,16 @@ pub async fn serve(mut args: McpArgs) -> u8 {
         let served = approval_slot.get().cloned().unwrap_or_default();
         codemode_runtime::tools::ApprovalHook::request(&ElicitApproval(served), request)
     };
-    if let Err(message) =
-        session.install_run_code(&args.budget, &args.tools.ask, approval, None, None)
-    {
-        eprintln!("{message}");
-        return EXIT_USAGE;
-    }
+    // The sandbox is prepared in the background: `initialize` is answered at once, and runs
+    // wait for it (their clients get progress notifications meanwhile).
+    let readiness =
+        match session.install_run_code_preparing(&args.budget, &args.tools.ask, approval) {
+            Ok(readiness) => readiness,
+            Err(message) => {
+                eprintln!("{message}");
+                return EXIT_USAGE;
+            }
+        };
     let presentation = Presentation {
         native_tools: args.mode == ServeMode::Both,
         sdk_budget: args.sdk_budget,
@@ -70,6 +75,7 @@ pub async fn serve(mut args: McpArgs) -> u8 {
     let tools = permitted_tools(&session.registry, &session.policy);
     let served = Served::new(session.registry.clone(), tools, &presentation);
     let _ = served_slot.set(Arc::downgrade(&served));
+    served.preparing(readiness.clone());
     if let Some(exec) = session.exec.clone() {
         // A client's jobs and terminals end with its session.
         served.on_session_end(Arc::new(move |agent| {
@@ -82,14 +88,21 @@ pub async fn serve(mut args: McpArgs) -> u8 {
 
     let outcome = match http {
         None => serve_stdio(&served).await,
-        Some(setup) => super::http::serve(served.clone(), setup).await,
+        Some(setup) => {
+            let observed = super::probes::Observed {
+                metrics,
+                readiness,
+                upstreams: Box::new(session.upstream_health()),
+            };
+            super::http::serve(served.clone(), setup, observed).await
+        }
     };
     session.shutdown().await;
     drop(session);
     match outcome {
         Ok(()) => EXIT_OK,
         Err(message) => {
-            eprintln!("codemode mcp: {message}");
+            tracing::error!("{message}");
             EXIT_PROGRAM_FAILED
         }
     }

@@ -6,10 +6,14 @@ mod approval;
 mod bench;
 mod http;
 mod mcp;
+mod metrics;
+mod prepare;
+mod probes;
 mod resume;
 mod run;
 mod sdk;
 mod session;
+mod telemetry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +25,8 @@ use codemode_sdk_gen::Language;
 
 use codemode_host::config;
 use codemode_host::mcp::sessions;
+
+use telemetry::LogFormat;
 
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_PROGRAM_FAILED: u8 = 1;
@@ -36,6 +42,10 @@ pub const EXIT_PAUSED: u8 = 3;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log records are written on stderr: a line of text each, or a JSON object each
+    /// (which records: RUST_LOG, default `warn`).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -49,6 +59,9 @@ enum Command {
     Sdk(SdkArgs),
     /// Serve `run_code` (and, with `--mode both`, every tool a program may call) to MCP clients.
     Mcp(McpArgs),
+    /// Prepare the sandbox ahead of its first use (for container images and CI): build and
+    /// cache the pre-initialised guest, showing progress.
+    Prepare,
     /// Measure the standard workloads in process.
     #[cfg(feature = "bench")]
     Bench(BenchArgs),
@@ -202,6 +215,10 @@ pub struct McpArgs {
     /// with its jobs and terminals.
     #[arg(long, value_name = "MS", default_value_t = sessions::DEFAULT_SESSION_IDLE_MS, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     pub session_idle_ms: u64,
+    /// With --http: serve /healthz, /readyz and /metrics without the bearer token, so that a
+    /// probe or a scraper needs no secret (the Origin rule still holds; /mcp still needs it).
+    #[arg(long)]
+    pub probes_without_token: bool,
     /// With --http: most connections open at once; past it, the connection that has waited
     /// longest without a request in progress is closed to make way for a new one (when every
     /// connection is answering a request, new ones wait).
@@ -350,20 +367,25 @@ pub async fn stop_requested() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// The sandbox runtime, saying on stderr when it must first prepare the guest (seconds, once
-/// per machine and version).
-pub fn prepare_runtime(
-    budgets: codemode_host::Budgets,
-) -> Result<codemode_host::WasmCodeRuntime, codemode_host::SetupError> {
+/// Says, as a warning, when the sandbox must first be prepared (seconds, once per machine and
+/// version), so that a slow first run is explained.
+pub fn announce_preparation() {
     codemode_host::on_guest_preparation(|cache| {
-        eprintln!(
-            "codemode: preparing the sandbox for first use (about ten seconds; cached under {})",
+        tracing::warn!(
+            "preparing the sandbox for first use (about ten seconds; cached under {}; `codemode prepare` does this ahead of time)",
             cache.map_or_else(
                 || "nowhere: no cache directory".to_owned(),
                 |p| p.display().to_string()
             )
         );
     });
+}
+
+/// The sandbox runtime, prepared now.
+pub fn prepare_runtime(
+    budgets: codemode_host::Budgets,
+) -> Result<codemode_host::WasmCodeRuntime, codemode_host::SetupError> {
+    announce_preparation();
     codemode_host::WasmCodeRuntime::new(budgets)
 }
 
@@ -380,13 +402,20 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // Only a server that serves /metrics measures its runs.
+    let metrics = match &cli.command {
+        Command::Mcp(args) if args.http.is_some() => Some(metrics::Metrics::new()),
+        _ => None,
+    };
+    // Flushes the last spans when dropped, after the command's runtime is gone.
+    let _telemetry = telemetry::install(cli.log_format, metrics.as_ref());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
         Err(error) => {
-            eprintln!("codemode: cannot start the async runtime: {error}");
+            tracing::error!("cannot start the async runtime: {error}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -395,7 +424,7 @@ pub fn main() -> ExitCode {
         // run (a tool finishing, a timer) is not a cross-thread unpark.
         Command::Run(args) => runtime.block_on(async {
             tokio::spawn(run::run(args)).await.unwrap_or_else(|error| {
-                eprintln!("codemode: the run failed inside the host: {error}");
+                tracing::error!("the run failed inside the host: {error}");
                 EXIT_PROGRAM_FAILED
             })
         }),
@@ -403,19 +432,20 @@ pub fn main() -> ExitCode {
             tokio::spawn(resume::resume(args))
                 .await
                 .unwrap_or_else(|error| {
-                    eprintln!("codemode: the run failed inside the host: {error}");
+                    tracing::error!("the run failed inside the host: {error}");
                     EXIT_PROGRAM_FAILED
                 })
         }),
         Command::Sdk(args) => runtime.block_on(sdk::sdk(&args)),
         Command::Mcp(args) => runtime.block_on(async {
-            tokio::spawn(mcp::serve(args))
+            tokio::spawn(mcp::serve(args, metrics))
                 .await
                 .unwrap_or_else(|error| {
-                    eprintln!("codemode: the server failed inside the host: {error}");
+                    tracing::error!("the server failed inside the host: {error}");
                     EXIT_PROGRAM_FAILED
                 })
         }),
+        Command::Prepare => runtime.block_on(prepare::prepare()),
         #[cfg(feature = "bench")]
         Command::Bench(args) => runtime.block_on(bench::bench(args)),
     };

@@ -298,8 +298,10 @@ pub(super) async fn run_job(
         report.calls = run.sub_calls.to_vec();
     });
     let resuming = job.resume.is_some();
+    // Unique across processes: the root of every sub-call id and event of this run.
+    let call_id = uuid::Uuid::new_v4().to_string();
     if let (Some(pausing), Some(resume)) = (&pausing, job.resume) {
-        pausing.resumptions.offer("run", resume);
+        pausing.resumptions.offer(&call_id, resume);
     }
     let pauses_on_ask = pausing.as_ref().is_some_and(|p| !p.approve_on.is_empty());
     let installed = if pauses_on_ask {
@@ -314,7 +316,7 @@ pub(super) async fn run_job(
     let registry = &session.registry;
     let interrupt = AbortController::new();
     let input = ToolExecutionInput::new(
-        "run",
+        call_id,
         RUN_CODE_NAME,
         json!({"code": job.program, "description": job.description}),
         interrupt.signal(),

@@ -32,7 +32,7 @@ pub struct ToolSession {
     pub exec: Option<Arc<Exec>>,
     guards: Vec<RegistrationGuard>,
     // Dropped last: the registry's tools hold peers of these servers.
-    _upstreams: Vec<Upstream>,
+    upstreams: Vec<Upstream>,
 }
 
 /// Every upstream the flags name, `--config` first.
@@ -94,7 +94,7 @@ impl ToolSession {
                             };
                             let sandbox = Sandbox::with_options(&args.root, options)
                                 .map_err(|e| format!("codemode: --exec sandbox: {e}"))?;
-                            eprintln!("codemode: --exec sandbox: {}", sandbox.protections());
+                            tracing::info!("--exec sandbox: {}", sandbox.protections());
                             Arc::new(sandbox)
                         }
                     };
@@ -109,12 +109,12 @@ impl ToolSession {
             };
         let (upstreams, failures) = mcp::upstream::start_all(&specs).await;
         for failure in failures {
-            eprintln!("codemode: {failure}; its tools are absent");
+            tracing::warn!("{failure}; its tools are absent");
         }
         let (registered, notes) = mcp::register(&registry, &upstreams);
         guards.extend(registered);
         for note in notes {
-            eprintln!("codemode: {note}");
+            tracing::warn!("{note}");
         }
         let mut policy = Policy::new();
         for name in &args.deny {
@@ -157,8 +157,23 @@ impl ToolSession {
             policy,
             exec,
             guards,
-            _upstreams: upstreams,
+            upstreams,
         })
+    }
+
+    /// Reads each upstream server's name and whether it is up, whenever it is called.
+    pub fn upstream_health(&self) -> impl Fn() -> Vec<(String, bool)> + Send + Sync + 'static {
+        let checks: Vec<_> = self
+            .upstreams
+            .iter()
+            .map(|upstream| (upstream.name().to_owned(), upstream.liveness()))
+            .collect();
+        move || {
+            checks
+                .iter()
+                .map(|(name, up)| (name.clone(), up()))
+                .collect()
+        }
     }
 
     /// Ends what the execution tools started (terminate then wait); call before exiting.
@@ -189,6 +204,44 @@ impl ToolSession {
         runtime
             .limit_memory(budget.memory_cap_mb())
             .map_err(|e| format!("{e} (--max-memory-mb must be at least --memory-mb)"))?;
+        if let Some(pausing) = &pausing {
+            runtime.keep_paused_runs(pausing.durability.clone());
+        }
+        self.install(Arc::new(runtime), budget, ask, approval, on_run, pausing)
+    }
+
+    /// Installs `run_code` like [`ToolSession::install_run_code`] over a sandbox prepared in
+    /// the background, for a server that must answer before it is ready: runs wait for it.
+    pub fn install_run_code_preparing(
+        &mut self,
+        budget: &BudgetArgs,
+        ask: &[String],
+        approval: impl ApprovalHook,
+    ) -> Result<codemode_host::Readiness, String> {
+        let budgets = budget.budgets();
+        let cap = budget.memory_cap_mb();
+        codemode_host::check_memory_cap(&budgets, cap)
+            .map_err(|e| format!("{e} (--max-memory-mb must be at least --memory-mb)"))?;
+        super::announce_preparation();
+        let runtime = codemode_host::PreparingRuntime::start(budgets, move |runtime| {
+            // Checked above: cannot fail.
+            let _ = runtime.limit_memory(cap);
+        })
+        .map_err(|e| e.to_string())?;
+        let readiness = runtime.readiness();
+        self.install(Arc::new(runtime), budget, ask, approval, None, None)?;
+        Ok(readiness)
+    }
+
+    fn install(
+        &mut self,
+        runtime: Arc<dyn codemode_runtime::code::CodeRuntime>,
+        budget: &BudgetArgs,
+        ask: &[String],
+        approval: impl ApprovalHook,
+        on_run: Option<RunObserver>,
+        pausing: Option<Pausing>,
+    ) -> Result<(), String> {
         let mut config =
             RunCodeConfig::default().max_parallel_sub_calls(budget.max_parallel as usize);
         config.on_run = on_run;
@@ -206,7 +259,6 @@ impl ToolSession {
                     known.join(", ")
                 ));
             }
-            runtime.keep_paused_runs(pausing.durability);
             config = config
                 .pause_on(pausing.pause_on)
                 .approve_on(pausing.approve_on)
@@ -224,7 +276,7 @@ impl ToolSession {
                 .push(events::record(&self.registry, sink.clone()));
             config = config.events(sink);
         }
-        let installed = run_code::install(&self.registry, Some(Arc::new(runtime)), config)
+        let installed = run_code::install(&self.registry, Some(runtime), config)
             .map_err(|e| format!("codemode: {e}"))?;
         self.guards.push(installed);
         if !ask.is_empty() {

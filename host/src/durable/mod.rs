@@ -230,9 +230,7 @@ impl Durability {
         }
         // The mark already refuses a second resume; a record left behind is only space.
         if let Err(error) = self.store.remove(run_id).await {
-            tracing::warn!(
-                "codemode: could not remove the record of resumed run {run_id}: {error}"
-            );
+            tracing::warn!("could not remove the record of resumed run {run_id}: {error}");
         }
         Ok(())
     }

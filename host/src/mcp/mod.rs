@@ -5,6 +5,7 @@
 
 pub mod server;
 pub mod sessions;
+mod trace;
 pub mod upstream;
 
 use codemode_runtime::tools::{RegistrationGuard, Registry};

@@ -13,7 +13,6 @@
 //! while the call runs.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -35,6 +34,9 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{json, Value};
+use tracing::Instrument;
+
+use crate::Readiness;
 
 /// The environment variable that holds the HTTP server's bearer token when
 /// `--auth-token-file` is not given. A secret of codemode's own: no upstream server gets it.
@@ -66,7 +68,9 @@ pub struct Served {
     language: Language,
     /// The client of each live session, by the session's agent id, for approvals.
     peers: Mutex<HashMap<u64, Weak<ClientSlot>>>,
-    calls: AtomicU64,
+    /// The sandbox's preparation, when it runs in the background: calls that wait on it are
+    /// told so through their progress token.
+    readiness: Mutex<Option<Readiness>>,
     /// Told the agent id of each session that ends (its jobs and terminals end with it).
     session_end: Mutex<Option<SessionEndHook>>,
 }
@@ -151,9 +155,24 @@ impl Served {
             discovery: progressive.then_some(sdk_tools),
             language: flavor.language,
             peers: Mutex::new(HashMap::new()),
-            calls: AtomicU64::new(0),
+            readiness: Mutex::new(None),
             session_end: Mutex::new(None),
         })
+    }
+
+    /// Tells the server that the sandbox is being prepared in the background (see
+    /// [`crate::PreparingRuntime`]).
+    pub fn preparing(&self, readiness: Readiness) {
+        *self.readiness.lock().unwrap_or_else(|p| p.into_inner()) = Some(readiness);
+    }
+
+    /// Whether runs can start at once: no preparation, or a finished one.
+    pub fn is_ready(&self) -> bool {
+        self.readiness
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_none_or(Readiness::is_ready)
     }
 
     /// Runs `hook` with the agent id of every session that ends.
@@ -297,11 +316,56 @@ impl Session {
         arguments: Value,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let n = self.served.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        // Unique across processes and replicas: the root of every sub-call id and event.
+        let call_id = uuid::Uuid::new_v4().to_string();
+        let span = tracing::info_span!(
+            "mcp_request",
+            otel.name = format!("tools/call {name}"),
+            otel.kind = "server",
+            mcp.method.name = "tools/call",
+            gen_ai.tool.name = %name,
+            jsonrpc.request.id = %context.id,
+            codemode.call.id = %call_id,
+            "error.type" = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let headers = context
+            .extensions
+            .get::<http::request::Parts>()
+            .map(|parts| &parts.headers);
+        super::trace::adopt_parent(&span, &context.meta.0 .0, headers);
+        let started = Instant::now();
+        let result = self
+            .call(call_id.clone(), name.clone(), arguments, &context)
+            .instrument(span.clone())
+            .await;
+        if result.is_error() {
+            span.record("error.type", "tool_error");
+            span.record("otel.status_code", "ERROR");
+        }
+        tracing::info!(
+            parent: &span,
+            call = %call_id,
+            tool = %name,
+            is_error = result.is_error(),
+            duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "tools/call answered"
+        );
+        call_result(&result)
+    }
+
+    /// Runs one call through the pipeline, ending it when the client cancels and reporting
+    /// progress to a client that asked for it (also while the sandbox is still being prepared).
+    async fn call(
+        &self,
+        call_id: String,
+        name: String,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Arc<ToolExecutionResult> {
         let controller = AbortController::new();
-        let input =
-            ToolExecutionInput::new(format!("mcp-{n}"), name, arguments, controller.signal())
-                .agent(&self.agent);
+        let input = ToolExecutionInput::new(call_id, name, arguments, controller.signal())
+            .agent(&self.agent);
         let execution = self.served.registry.execute(input);
         tokio::pin!(execution);
         let progress = context.meta.get_progress_token();
@@ -318,19 +382,18 @@ impl Session {
                 _ = ticks.tick(), if progress.is_some() => {
                     if let Some(token) = progress.clone() {
                         let seconds = started.elapsed().as_secs_f64().floor();
-                        let param: Result<ProgressNotificationParam, _> = serde_json::from_value(json!({
-                            "progressToken": token,
-                            "progress": seconds,
-                            "message": format!("running for {seconds}s"),
-                        }));
-                        if let Ok(param) = param {
-                            let _ = context.peer.notify_progress(param).await;
-                        }
+                        let message = if self.served.is_ready() {
+                            format!("running for {seconds}s")
+                        } else {
+                            format!("waiting {seconds}s for the sandbox to be prepared for first use (about ten seconds, once per machine and version)")
+                        };
+                        let param = ProgressNotificationParam::new(token, seconds).with_message(message);
+                        let _ = context.peer.notify_progress(param).await;
                     }
                 }
             }
         };
-        call_result(&result)
+        result
     }
 }
 

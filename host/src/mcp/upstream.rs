@@ -31,6 +31,7 @@ use rmcp::ServiceExt;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::codec::{FramedRead, LinesCodec};
+use tracing::Instrument;
 
 /// Longest line an upstream may write (rmcp's own default).
 const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -214,7 +215,11 @@ impl Health {
     }
 
     fn mark_down(&self, reason: String) {
-        Self::lock(&self.down).get_or_insert(reason);
+        let mut down = Self::lock(&self.down);
+        if down.is_none() {
+            tracing::warn!("an upstream mcp server is down: {reason}");
+            *down = Some(reason);
+        }
     }
 
     fn stderr_tail(&self) -> String {
@@ -323,6 +328,13 @@ impl Upstream {
         &self.name
     }
 
+    /// Whether the server still answers (it has not exited, closed its output or broken the
+    /// protocol), as a check that outlives this handle: for a metrics scrape.
+    pub fn liveness(&self) -> impl Fn() -> bool + Send + Sync + 'static {
+        let health = self.health.clone();
+        move || health.down().is_none()
+    }
+
     /// The registry name of one of its tools.
     pub fn tool_name(&self, tool: &str) -> String {
         format!("mcp__{}__{tool}", self.name)
@@ -422,10 +434,26 @@ impl Call {
             // Validated against the tool's schema, whose nesting the validator caps.
             params = params.with_arguments(arguments.clone());
         }
+        // The request's own span, inside the sub-call's; the server continues the trace from
+        // the context it finds in `_meta`.
+        let span = tracing::info_span!(
+            "mcp_request",
+            otel.name = format!("tools/call {}", self.tool),
+            otel.kind = "client",
+            mcp.method.name = "tools/call",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %self.tool,
+            network.transport = "pipe",
+            codemode.mcp.server = %self.server,
+            "error.type" = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        super::trace::inject(&span, &mut params);
         // Dropping the request on cancellation sends the server `notifications/cancelled`.
         let answer = tokio::select! {
-            answer = self.peer.call_tool(params) => answer,
+            answer = self.peer.call_tool(params).instrument(span.clone()) => answer,
             reason = ctx.signal().aborted() => {
+                span.record("error.type", "cancelled");
                 return Err(ToolError::new(format!(
                     "call to mcp server \"{}\" cancelled: {reason}",
                     self.server
@@ -435,10 +463,16 @@ impl Call {
         let result = match answer {
             Ok(result) => result,
             Err(error) => {
+                span.record("error.type", "unavailable");
+                span.record("otel.status_code", "ERROR");
                 let why = self.health.down().unwrap_or_else(|| error.to_string());
                 return Err(self.unavailable(&why));
             }
         };
+        if result.is_error == Some(true) {
+            span.record("error.type", "tool_error");
+            span.record("otel.status_code", "ERROR");
+        }
         let result = serde_json::to_value(&result)
             .map_err(|e| ToolError::new(format!("mcp server \"{}\": {e}", self.server)))?;
         self.value_of(result, ctx)

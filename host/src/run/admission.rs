@@ -1,6 +1,7 @@
 //! Admission: a run waits for one of the engine's instance slots and, under a memory cap, its
 //! share of it, within its wall budget and until its abort.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use codemode_runtime::code::{FailureCause, FailureKind, RunFailure};
@@ -38,6 +39,24 @@ impl MemoryCap {
 pub(crate) struct Admission<'a> {
     pub slots: &'a Semaphore,
     pub memory: Option<&'a MemoryCap>,
+    /// Counts the runs waiting here, for the runtime's occupancy.
+    pub waiting: &'a AtomicUsize,
+}
+
+/// Counts one waiting run until dropped.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn start(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The permits of an admitted run, returned when it ends.
@@ -55,6 +74,7 @@ pub(super) async fn admit<'a>(
     deadline: Instant,
     budgets: &Budgets,
 ) -> Result<Admitted<'a>, RunFailure> {
+    let _waiting = Waiting::start(admission.waiting);
     let memory = match admission.memory {
         None => None,
         Some(cap) => Some(take_memory(cap, control, deadline, budgets).await?),

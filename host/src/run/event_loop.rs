@@ -5,6 +5,7 @@ use std::pin::Pin;
 use std::time::Instant;
 
 use codemode_runtime::code::{FailureCause, FailureKind, RunFailure};
+use tracing::Instrument;
 use wasmtime::{InstancePre, Store};
 
 use crate::bridge::wire;
@@ -98,7 +99,10 @@ pub(super) async fn drive(
     resumed: Option<&Resumed>,
 ) -> Result<Option<wasmtime::Instance>, RunFailure> {
     let instantiating = Instant::now();
-    let instance = pre.instantiate_async(&mut *store).await;
+    let instance = pre
+        .instantiate_async(&mut *store)
+        .instrument(tracing::info_span!("instantiate"))
+        .await;
     metrics.instantiate = instantiating.elapsed();
     let instance = match instance {
         Ok(instance) => instance,
@@ -110,6 +114,19 @@ pub(super) async fn drive(
             ))
         }
     };
+    evaluate(store, instance, budgets, metrics, resumed)
+        .instrument(tracing::info_span!("evaluate"))
+        .await
+}
+
+/// Runs the instantiated guest's event loop until the run settles or pauses.
+async fn evaluate(
+    store: &mut Store<RunState>,
+    instance: wasmtime::Instance,
+    budgets: &Budgets,
+    metrics: &mut RunMetrics,
+    resumed: Option<&Resumed>,
+) -> Result<Option<wasmtime::Instance>, RunFailure> {
     store.data_mut().memory = instance.get_memory(&mut *store, "memory");
     let run = instance.get_typed_func::<(), u32>(&mut *store, "cm_run");
     let deliver = instance.get_typed_func::<u32, u32>(&mut *store, "cm_deliver");

@@ -291,7 +291,7 @@ pub(crate) async fn execute(
     })
     .await;
     if drained.is_err() {
-        tracing::warn!("codemode: a binding ignored its run's end; it continues detached");
+        tracing::warn!("a binding ignored its run's end; it continues detached");
         tokio::spawn(in_flight.for_each(|_| std::future::ready(())));
     }
     let outcome = state.outcome.take().unwrap_or(Outcome::Value(None));

@@ -125,7 +125,7 @@ fn on_own_thread<T: Send + 'static>(
             done(work(&program));
         });
     if let Err(e) = &spawned {
-        tracing::error!("codemode: cannot start the TypeScript parser: {e}");
+        tracing::error!("cannot start the TypeScript parser: {e}");
     }
     spawned.is_ok()
 }

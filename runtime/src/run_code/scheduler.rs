@@ -29,16 +29,18 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
+use tracing::{Instrument, Span};
 
 use crate::code::CallOutcome;
 use crate::json;
 use crate::signal::{AbortController, AbortSignal};
-use crate::tools::events::{now_ms, EventSink, SessionEvent};
+use crate::telemetry;
+use crate::tools::events::{elapsed_ms, now_ms, EventSink, SessionEvent};
 use crate::tools::pipeline::CallShared;
 use crate::tools::{
     ContentBlock, ContextMessage, ContextSource, ExecutionMode, Registry, StagedCall,
@@ -59,6 +61,8 @@ pub(crate) struct DriverConfig {
     pub(crate) max_parallel: usize,
     pub(crate) settle_grace: Duration,
     pub(crate) events: Option<Arc<dyn EventSink>>,
+    /// The run's span: each started sub-call opens its own inside it.
+    pub(crate) span: Span,
 }
 
 type LaneFuture = BoxFuture<'static, LaneDone>;
@@ -80,6 +84,10 @@ struct Queued {
 struct Started {
     seq: usize,
     name: String,
+    /// When the call started, for its duration.
+    at: Instant,
+    /// Its span: every stage runs in it, and it closes once the call committed.
+    span: Span,
     mode: ExecutionMode,
     arguments: Option<Arc<Value>>,
     /// The staged call once its body finished (or it needed none).
@@ -350,10 +358,12 @@ impl Scheduler {
         if state.started.front().is_some_and(|s| s.settled.is_some()) {
             let mut head = state.started.pop_front()?;
             let staged = head.settled.take()?;
+            let commit = within(
+                async move { LaneDone::Committed(staged.commit().await) },
+                &head.span,
+            );
             state.in_lane = Some(head);
-            return Some(Box::pin(async move {
-                LaneDone::Committed(staged.commit().await)
-            }));
+            return Some(commit);
         }
         loop {
             let head = state.queue.front()?;
@@ -399,18 +409,28 @@ impl Scheduler {
                     },
                 );
             }
+            let span = telemetry::sub_call_span(
+                &state.config.span,
+                &queued.input.name,
+                &queued.input.call_id,
+            );
+            let name = queued.input.name.clone();
+            let prepare = state.config.registry.prepare(queued.input);
+            let lane = within(
+                async move { LaneDone::Started(Box::new(prepare.await)) },
+                &span,
+            );
             state.in_lane = Some(Started {
                 seq: queued.seq,
-                name: queued.input.name.clone(),
+                name,
+                at: Instant::now(),
+                span,
                 mode,
                 arguments,
                 settled: None,
                 fallback: None,
             });
-            let prepare = state.config.registry.prepare(queued.input);
-            return Some(Box::pin(async move {
-                LaneDone::Started(Box::new(prepare.await))
-            }));
+            return Some(lane);
         }
     }
 
@@ -424,9 +444,8 @@ impl Scheduler {
                 if staged.needs_dispatch() {
                     entry.fallback = Some(staged.detached_as_aborted());
                     let seq = entry.seq;
-                    state
-                        .bodies
-                        .push(Box::pin(async move { (seq, staged.dispatch().await) }));
+                    let body = within(async move { (seq, staged.dispatch().await) }, &entry.span);
+                    state.bodies.push(body);
                 } else {
                     entry.settled = Some(staged);
                 }
@@ -479,9 +498,20 @@ impl Scheduler {
                     arguments,
                     is_error: result.is_error(),
                     content: result.content.clone(),
+                    duration_ms: elapsed_ms(entry.at),
                 },
             );
         }
+        let failure = result
+            .error()
+            .filter(|_| !entry.span.is_disabled())
+            .map(|failure| {
+                let kind = failure
+                    .info
+                    .as_ref()
+                    .map_or("ToolError", |info| info.code.as_str());
+                (kind.to_owned(), failure.message.clone())
+            });
         let (outcome, answer) = if self.run_signal.is_aborted() {
             let message = format!(
                 "run_code run is over ({}); {} result discarded",
@@ -494,6 +524,13 @@ impl Scheduler {
         } else {
             (CallOutcome::Resolved, Ok(take_value(result)))
         };
+        telemetry::record_sub_call(
+            &entry.span,
+            outcome,
+            failure
+                .as_ref()
+                .map(|(kind, message)| (kind.as_str(), message.as_str())),
+        );
         if let Some(record) = entry
             .seq
             .checked_sub(1)
@@ -573,5 +610,18 @@ impl Future for SubCall {
             }
         }
         Poll::Pending
+    }
+}
+
+/// `future` boxed, inside `span` when something records it (else the wrapper would only cost:
+/// it enters and leaves a span that does nothing at every poll).
+fn within<F>(future: F, span: &Span) -> BoxFuture<'static, F::Output>
+where
+    F: Future + Send + 'static,
+{
+    if span.is_disabled() {
+        Box::pin(future)
+    } else {
+        Box::pin(future.instrument(span.clone()))
     }
 }

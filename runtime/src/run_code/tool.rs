@@ -4,8 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Instant;
 
 use serde_json::{json, Map, Value};
+use tracing::{Instrument, Span};
 
 use codemode_sdk_gen::Language;
 
@@ -13,7 +15,9 @@ use crate::code::{
     BindingFn, BindingNamespace, BindingRef, CodeRuntime, ErrorClass, PausedRun, RunRequest,
     RunResult,
 };
+use crate::telemetry;
 use crate::tools::error::codes;
+use crate::tools::events::elapsed_ms;
 use crate::tools::registry::WeakRegistry;
 use crate::tools::{
     ContentBlock, Registry, Schema, ToolDefinition, ToolError, ToolMode, ToolOutput,
@@ -147,7 +151,10 @@ pub(super) fn definition(
             }
             Ok(vec![ContentBlock::text(text)])
         }))
-        .execute(move |args, ctx| execute(shared.clone(), args, ctx))
+        .execute(move |args, ctx| {
+            let span = telemetry::run_span(ctx.call_id());
+            execute(shared.clone(), args, ctx, span.clone()).instrument(span)
+        })
         .present_call(|args| {
             Some(json!({
                 "card": "generic",
@@ -174,7 +181,9 @@ async fn execute(
     shared: Arc<Shared>,
     args: Arc<Value>,
     ctx: ToolRunContext,
+    span: Span,
 ) -> Result<Value, ToolError> {
+    let started = Instant::now();
     let code = args.get("code").and_then(Value::as_str).unwrap_or_default();
     let description = args
         .get("description")
@@ -197,6 +206,7 @@ async fn execute(
         max_parallel: shared.config.max_parallel_sub_calls,
         settle_grace: shared.config.settle_grace,
         events: shared.config.events.clone(),
+        span: span.clone(),
     };
     let scheduler = Scheduler::new(&ctx, driver_config);
     let functions: BTreeMap<String, BindingFn> = registry
@@ -256,6 +266,14 @@ async fn execute(
         return Err(ToolError::new("run_code: the run ended without a result"));
     };
     let result = outcome.map_err(|rejection| ToolError::new(rejection.to_string()))?;
+    telemetry::record_run(&span, &result, sub_calls.len());
+    tracing::info!(
+        run = ctx.call_id(),
+        outcome = telemetry::outcome(&result),
+        calls = sub_calls.len(),
+        duration_ms = elapsed_ms(started),
+        "run finished"
+    );
     if let Some(observer) = &shared.config.on_run {
         observer(&RunReport {
             call_id: ctx.call_id(),

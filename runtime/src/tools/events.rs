@@ -8,7 +8,7 @@
 
 use std::io::{self, BufRead, Write};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
@@ -51,6 +51,8 @@ pub enum SessionEvent {
         error: Option<ToolFailure>,
         /// The result's metadata, if any.
         meta: Option<Value>,
+        /// Milliseconds from the call's start to its final result.
+        duration_ms: u64,
     },
     /// A `run_code` sub-call started (before its pre-execute stage).
     CodeDispatchStart {
@@ -85,7 +87,14 @@ pub enum SessionEvent {
         is_error: bool,
         /// The sub-call's final content.
         content: Vec<ContentBlock>,
+        /// Milliseconds from the sub-call's start to its commit.
+        duration_ms: u64,
     },
+}
+
+/// Whole milliseconds since `start`.
+pub fn elapsed_ms(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
@@ -173,10 +182,12 @@ impl SessionEvent {
                 content,
                 error,
                 meta,
+                duration_ms,
             } => {
                 let mut fields = vec![
                     ("type", kind),
                     ("time", Field::Num(*time)),
+                    ("durationMs", Field::Num(*duration_ms)),
                     ("callId", Field::Str(call_id)),
                     ("name", Field::Str(name)),
                     ("isError", Field::Bool(*is_error)),
@@ -215,9 +226,11 @@ impl SessionEvent {
                 arguments,
                 is_error,
                 content,
+                duration_ms,
             } => write_object(&[
                 ("type", kind),
                 ("time", Field::Num(*time)),
+                ("durationMs", Field::Num(*duration_ms)),
                 ("rootCallId", Field::Str(root_call_id)),
                 ("parentCallId", Field::Str(parent_call_id)),
                 ("subCallId", Field::Str(sub_call_id)),
@@ -237,6 +250,7 @@ impl SessionEvent {
         };
         let kind = take_string(&mut map, "type")?;
         let time = map.get("time").and_then(Value::as_u64).unwrap_or(0);
+        let duration_ms = map.get("durationMs").and_then(Value::as_u64).unwrap_or(0);
         Ok(match kind.as_str() {
             "tool/call" => SessionEvent::ToolCall {
                 time,
@@ -254,6 +268,7 @@ impl SessionEvent {
                 content: take_serde(&mut map, "content")?.unwrap_or_default(),
                 error: take_serde(&mut map, "error")?,
                 meta: map.remove("meta"),
+                duration_ms,
             },
             "tool/code-dispatch-start" => SessionEvent::CodeDispatchStart {
                 time,
@@ -272,6 +287,7 @@ impl SessionEvent {
                 arguments: Arc::new(map.remove("arguments").unwrap_or(Value::Null)),
                 is_error: map.get("isError").and_then(Value::as_bool).unwrap_or(false),
                 content: take_serde(&mut map, "content")?.unwrap_or_default(),
+                duration_ms,
             },
             other => return Err(invalid(format!("unknown event type {other:?}"))),
         })
@@ -387,6 +403,7 @@ pub fn record(registry: &Registry, sink: Arc<dyn EventSink>) -> RegistrationGuar
             content: result.content.clone(),
             error: result.error().cloned(),
             meta: result.meta.as_ref().map(crate::json::clone_deep),
+            duration_ms: elapsed_ms(call.started()),
         };
         sink.append(&event)
             .map_err(|e| super::error::ToolError::new(format!("event sink failed: {e}")))

@@ -21,6 +21,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use serde_json::Value;
 
@@ -106,6 +107,7 @@ pub struct ToolCall {
     parent: Option<ExecutionToken>,
     token: ExecutionToken,
     signal: AbortSignal,
+    started: Instant,
 }
 
 impl ToolCall {
@@ -142,6 +144,11 @@ impl ToolCall {
     /// This execution's own token, which its nested calls carry as their parent.
     pub fn token(&self) -> ExecutionToken {
         self.token
+    }
+
+    /// When the call was made (its creation stage began).
+    pub fn started(&self) -> Instant {
+        self.started
     }
 
     /// The caller's signal (wrappers' replacements never show here).
@@ -261,6 +268,7 @@ pub(crate) async fn prepare(registry: Registry, input: ToolExecutionInput) -> St
         parent,
         token: ExecutionToken::fresh(),
         signal,
+        started: Instant::now(),
     });
     let hooks = registry.hooks().for_agent(call.agent.as_ref());
     for (_, observer) in &hooks.calls {
@@ -372,13 +380,17 @@ impl StagedCall {
         // 7. Post-execute, then the last cancellation check.
         let result = match stage {
             Stage::Final(result) => result,
-            Stage::Post(result) => match post_execute(&registry, &call, &hooks, result).await {
-                Ok(result) if call.signal.is_aborted() && !result.is_error() => {
-                    cancellation_result(&shared, &result)
+            Stage::Post(result) => {
+                let posted = post_execute(&registry, &call, &hooks, result).await;
+                stage_event("post", if posted.is_ok() { "ok" } else { "error" });
+                match posted {
+                    Ok(result) if call.signal.is_aborted() && !result.is_error() => {
+                        cancellation_result(&shared, &result)
+                    }
+                    Ok(result) => result,
+                    Err(error) => ToolExecutionResult::from_error(error),
                 }
-                Ok(result) => result,
-                Err(error) => ToolExecutionResult::from_error(error),
-            },
+            }
             // `dispatch` above leaves no call in this stage, and `Detached` became `Post`.
             Stage::Dispatch(_) | Stage::Detached => {
                 ToolExecutionResult::aborted_before_dispatch(None)
@@ -416,9 +428,13 @@ async fn gate(dispatch: Arc<Dispatch>) -> Stage {
         Ok(gate) => gate,
         Err(error) => return Stage::Final(ToolExecutionResult::from_error(error)),
     };
+    stage_event("policy", decision_name(&gate));
     let (decision, approval_cancelled) = match gate {
         PreDecision::Ask { reason } => match ask(&dispatch, reason).await {
-            Ok(resolution) => resolution,
+            Ok(resolution) => {
+                stage_event("approval", decision_name(&resolution.0));
+                resolution
+            }
             Err(error) => return Stage::Final(ToolExecutionResult::from_error(error)),
         },
         other => (other, false),
@@ -472,6 +488,24 @@ async fn execute_chain(dispatch: Arc<Dispatch>) -> Stage {
         return Stage::Post(cancellation_result(&dispatch.shared, &result));
     }
     Stage::Post(result)
+}
+
+/// Marks a stage on the current span (the sub-call's, when a `run_code` program made the call):
+/// a span event for a trace, a `debug` record for a log.
+fn stage_event(stage: &'static str, result: &'static str) {
+    tracing::debug!(
+        codemode.stage = stage,
+        codemode.stage.result = result,
+        "{stage}"
+    );
+}
+
+fn decision_name(decision: &PreDecision) -> &'static str {
+    match decision {
+        PreDecision::Allow => "allow",
+        PreDecision::Deny { .. } => "deny",
+        PreDecision::Ask { .. } => "ask",
+    }
 }
 
 fn default_ask_reason(name: &str) -> String {
@@ -556,8 +590,10 @@ pub(crate) async fn dispatch_body(
     // Arguments were checked lossless when the call was made (a lossy one became `null`).
     let violations = tool.parameters.validate_lossless(&call.arguments, "");
     if !violations.is_empty() {
+        stage_event("validation", "invalid");
         return ToolExecutionResult::from_error(ToolError::invalid_args(&violations));
     }
+    stage_event("validation", "valid");
     let Some(execute) = tool.execute.clone() else {
         return ToolExecutionResult::from_error(ToolError::unknown_tool(&call.name));
     };
@@ -568,6 +604,7 @@ pub(crate) async fn dispatch_body(
     };
     let arguments = call.arguments.clone();
     let returned = contained("tool body", || execute(arguments, context)).await;
+    stage_event("execute", if returned.is_ok() { "ok" } else { "error" });
     let result = match returned.and_then(|value| success_result(&dispatch, &tool, value)) {
         Ok(result) => result,
         Err(error) => return ToolExecutionResult::from_error(error),

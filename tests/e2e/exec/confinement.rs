@@ -222,9 +222,18 @@ async fn descriptors_codemode_holds_do_not_reach_commands() {
     let path = CString::new(log.as_os_str().as_encoded_bytes()).unwrap();
     // Opened without close-on-exec, as a descriptor inherited from codemode's parent is.
     // SAFETY: a NUL-terminated path and integer flags.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o600) };
-    assert!(fd > 2);
-    // SAFETY: `fd` was just opened and is owned here.
+    let opened = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o600) };
+    assert!(opened > 2);
+    // SAFETY: `opened` was just opened and is owned here.
+    let opened = unsafe { OwnedFd::from_raw_fd(opened) };
+    // Moved to 100 or above: bash keeps the stderr it saves around `2>/dev/null` at the lowest
+    // free descriptor from 10, so a descriptor numbered 10 or 11 would be bash's own copy of
+    // stderr in the command, and the write would succeed whatever codemode did.
+    // SAFETY: fcntl on a descriptor this test owns; F_DUPFD makes a copy without close-on-exec.
+    let fd = unsafe { libc::fcntl(opened.as_raw_fd(), libc::F_DUPFD, 100) };
+    assert!(fd >= 100);
+    drop(opened);
+    // SAFETY: `fd` was just made and is owned here.
     let _held = unsafe { OwnedFd::from_raw_fd(fd) };
     for kind in [Kind::Local, Kind::Sandbox] {
         // Inheritable again: the local backend marks this process's descriptors before it
@@ -366,6 +375,8 @@ fn cli_bash(backend: &str, extra: &[&str], script: &str) -> (Value, String) {
         .env("AWS_SECRET_ACCESS_KEY", "aws-secret-value")
         .env("PASSED_VAR", "passed-value")
         .env("OTHER_VAR", "other-value")
+        // The sandbox's protections are reported at `info`.
+        .env("RUST_LOG", "info")
         .output()
         .expect("codemode runs");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

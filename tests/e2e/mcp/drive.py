@@ -6,9 +6,10 @@ Usage: python3 drive.py PLAN_JSON (stdio|http) TARGET...
 
 PLAN_JSON is {"elicit": "accept"|"decline"|"cancel"|null, "steps": [...]}, each step one of
   {"op": "list"}
-  {"op": "call", "tool": NAME, "args": {...}, "progress": bool, "cancel_on_progress": bool}
+  {"op": "call", "tool": NAME, "args": {...}, "progress": bool, "cancel_on_progress": bool,
+   "meta": {...}}
   {"op": "concurrent", "calls": [{"tool": NAME, "args": {...}}, ...]}
-and the answer, printed as one JSON line, is the list of step results. A call's result is
+A plan's "headers" (http only) go with every request. The answer, printed as one JSON line, is the list of step results. A call's result is
 {"isError", "text", "structured", "images", "progress", "error"?}; a call that raised is
 {"error": message}. A call with "cancel_on_progress" is cancelled when the server first reports
 progress, that is once the call is certainly running (not after a guessed delay); its result
@@ -16,9 +17,11 @@ is {"cancelled": true, "progress": [...]}, or the call's own result if it ended 
 """
 
 import json
+import os
 import sys
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -54,6 +57,7 @@ async def call(session, step):
             progress_callback=(
                 on_progress if step.get("progress") or cancel_on_progress else None
             ),
+            meta=step.get("meta"),
         )
         return result_of(result, progress)
 
@@ -111,13 +115,15 @@ async def main():
 
     options = {"elicitation_callback": on_elicit} if elicit else {}
     if transport == "stdio":
-        server = StdioServerParameters(command=target[0], args=target[1:])
+        # The whole environment: the SDK otherwise passes only a few variables on.
+        server = StdioServerParameters(command=target[0], args=target[1:], env=dict(os.environ))
         async with stdio_client(server) as (read, write):
             async with ClientSession(read, write, **options) as session:
                 await session.initialize()
                 answers = await run_steps(session, plan)
     else:
-        async with streamable_http_client(target[0]) as (read, write):
+        client = httpx2.AsyncClient(headers=plan.get("headers", {}), timeout=60)
+        async with client, streamable_http_client(target[0], http_client=client) as (read, write):
             async with ClientSession(read, write, **options) as session:
                 await session.initialize()
                 answers = await run_steps(session, plan)
