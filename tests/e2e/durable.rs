@@ -14,8 +14,9 @@ use codemode_runtime::code::{
 };
 use serde_json::Value;
 
+mod expiry;
 mod refusals;
-mod s3;
+pub(crate) mod s3;
 
 /// A state directory's path, not made yet (codemode makes it, private), in a temporary
 /// directory that is removed with it when the first is dropped.

@@ -14,6 +14,7 @@ mod durable;
 mod errors;
 mod exec;
 mod fast_paths;
+mod fleet;
 mod fuzz_replay;
 mod hostile_corpus;
 mod hostile_guests;

@@ -345,6 +345,63 @@ fn ask_goes_to_the_client_as_an_elicitation() {
 }
 
 #[test]
+fn an_older_client_answers_a_paused_run_on_its_session_and_it_resumes_at_once() {
+    // With --pause-on-ask and --pause-on, the run pauses into the store; a 2025-11-25 client
+    // is asked on its session and the run resumes in the same call.
+    let state = temp_dir("mcp-pausing");
+    let state_dir = state.join("state");
+    let program = "const approved = await tools.echo({ n: 1 }); const plan = await tools.read_file({ path: 'plan.md' }); return { approved, plan };";
+    let server = stdio_server(&[
+        "--builtins",
+        "--ask",
+        "echo",
+        "--pause-on-ask",
+        "--pause-on",
+        "read_file",
+        "--state",
+        state_dir.to_str().expect("a UTF-8 path"),
+    ]);
+    let answers = drive(
+        json!({
+            "elicit": {"action": "accept", "content": {"reply": "\"the plan\""}},
+            "steps": [run_code(program)],
+        }),
+        "stdio",
+        &server,
+    );
+    assert_eq!(
+        answers[0]["structured"]["result"],
+        json!({"approved": {"n": 1}, "plan": "the plan"}),
+        "{answers:?}"
+    );
+    let consumed = std::fs::read_dir(state_dir.join("consumed"))
+        .unwrap()
+        .count();
+    assert_eq!(consumed, 2, "paused twice, resumed twice");
+
+    let declined =
+        "try { await tools.echo({ n: 2 }); } catch (e) { return `${e.name}: ${e.message}`; }";
+    let answers = drive(
+        json!({"elicit": "decline", "steps": [run_code(declined)]}),
+        "stdio",
+        &server,
+    );
+    assert_eq!(
+        answers[0]["structured"]["result"],
+        "ToolCallError: tool \"echo\" was not approved"
+    );
+    // A client that cannot be asked: the run stays paused, and the answer says so.
+    let answers = drive(json!({"steps": [run_code(program)]}), "stdio", &server);
+    assert_eq!(answers[0]["isError"], true);
+    let text = answers[0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("the run paused for an approval of tool \"echo\" (call 1)")
+            && text.contains("can be asked neither"),
+        "{text}"
+    );
+}
+
+#[test]
 fn both_mode_lists_upstream_tools_natively_and_progressive_discovery_finds_them() {
     let server = stdio_server(&[
         "--mode",

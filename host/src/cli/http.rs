@@ -29,6 +29,7 @@ use codemode_host::mcp::sessions::{BoundedSessions, SessionLimits};
 use futures::StreamExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -59,6 +60,8 @@ pub struct HttpSetup {
     max_connections: u32,
     header_timeout: Duration,
     idle_timeout: Duration,
+    /// `--stateless`: no sessions; every request stands alone.
+    stateless: bool,
 }
 
 /// What a request must satisfy before rmcp sees it.
@@ -132,6 +135,7 @@ impl HttpSetup {
             max_connections: u32::try_from(args.max_connections).unwrap_or(u32::MAX),
             header_timeout: Duration::from_millis(args.header_timeout_ms),
             idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+            stateless: args.stateless,
         })
     }
 }
@@ -437,6 +441,7 @@ pub async fn serve(
         max_connections,
         header_timeout,
         idle_timeout,
+        stateless,
     } = setup;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let stop = CancellationToken::new();
@@ -447,14 +452,22 @@ pub async fn serve(
         .with_allowed_hosts(hosts)
         .with_sse_keep_alive(Some(keep_alive))
         .with_cancellation_token(stop.child_token());
+    // Without sessions, the places still bound how many requests are answered at once.
     let sessions = BoundedSessions::new(limits);
     let factory = served.clone();
-    let service =
-        StreamableHttpService::new(move || Ok(factory.session()), sessions.clone(), config);
+    let mcp = if stateless {
+        let config = config.with_legacy_session_mode(false);
+        let none = Arc::new(NeverSessionManager::default());
+        let service = StreamableHttpService::new(move || Ok(factory.session()), none, config);
+        axum::Router::new().nest_service("/mcp", service)
+    } else {
+        let service =
+            StreamableHttpService::new(move || Ok(factory.session()), sessions.clone(), config);
+        axum::Router::new().nest_service("/mcp", service)
+    };
     let probes = probes::routes(observed, sessions.clone());
     let front = Arc::new(Front { gate, sessions });
-    let router = axum::Router::new()
-        .nest_service("/mcp", service)
+    let router = mcp
         .merge(probes)
         .layer(axum::middleware::from_fn_with_state(front, admit))
         .layer(axum::middleware::from_fn(log_request));
@@ -462,7 +475,8 @@ pub async fn serve(
     http.timer(TokioTimer::new())
         .header_read_timeout(header_timeout);
     let connections = Arc::new(Connections::new(max_connections));
-    eprintln!("codemode: serving MCP at http://{local}/mcp");
+    let kind = if stateless { " (stateless)" } else { "" };
+    eprintln!("codemode: serving MCP{kind} at http://{local}/mcp");
     let stopping = super::stop_requested();
     tokio::pin!(stopping);
     let mut warned: Option<Instant> = None;

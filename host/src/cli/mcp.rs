@@ -3,14 +3,16 @@
 
 use std::sync::Arc;
 
-use codemode_host::mcp::server::{permitted_tools, ElicitApproval, Presentation, Served};
+use codemode_host::mcp::server::{
+    permitted_tools, ElicitApproval, Presentation, Served, ServedPausing,
+};
 use codemode_runtime::run_code::TYPESCRIPT_FLAVOR;
 use codemode_runtime::tools::ToolMode;
 use rmcp::ServiceExt;
 
 use super::http::HttpSetup;
 use super::metrics::Metrics;
-use super::session::ToolSession;
+use super::session::{Pausing, ToolSession};
 use super::{McpArgs, ServeMode, EXIT_OK, EXIT_PROGRAM_FAILED, EXIT_USAGE};
 
 pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
@@ -29,6 +31,37 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
             }
         },
     };
+    if args.stateless && args.tools.exec.is_some() {
+        eprintln!("codemode: --stateless cannot serve --exec: its background jobs and terminals live in the memory of one process, which the next request may not reach; serve --exec without --stateless (a client then keeps to one replica through its Mcp-Session-Id)");
+        return EXIT_USAGE;
+    }
+    if args.pause.pause_on_ask && args.tools.ask.is_empty() {
+        eprintln!("codemode: --pause-on-ask turns the approvals --ask asks for into pauses: name the tools with --ask NAME");
+        return EXIT_USAGE;
+    }
+    // A stateless server cannot ask on a session: its approvals pause, like --pause-on-ask.
+    let approvals_pause = !args.tools.ask.is_empty() && (args.pause.pause_on_ask || args.stateless);
+    let pausing = if args.pause.pause_on.is_empty() && !approvals_pause {
+        None
+    } else {
+        match Pausing::open(&args.pause, &[]) {
+            Ok(mut pausing) => {
+                if approvals_pause {
+                    pausing.approve_on = args.tools.ask.clone();
+                }
+                Some(pausing)
+            }
+            Err(message) => {
+                eprintln!("{message}");
+                return EXIT_USAGE;
+            }
+        }
+    };
+    let served_pausing = pausing.as_ref().map(|p| ServedPausing {
+        durability: p.durability.clone(),
+        resumptions: p.resumptions.clone(),
+        approvals: approvals_pause,
+    });
     // Server-wide limits of the execution tools, across every session.
     let mut exec = codemode_exec::ExecConfig::default();
     let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
@@ -59,14 +92,18 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
     };
     // The sandbox is prepared in the background: `initialize` is answered at once, and runs
     // wait for it (their clients get progress notifications meanwhile).
-    let readiness =
-        match session.install_run_code_preparing(&args.budget, &args.tools.ask, approval) {
-            Ok(readiness) => readiness,
-            Err(message) => {
-                eprintln!("{message}");
-                return EXIT_USAGE;
-            }
-        };
+    let readiness = match session.install_run_code_preparing(
+        &args.budget,
+        &args.tools.ask,
+        approval,
+        pausing,
+    ) {
+        Ok(readiness) => readiness,
+        Err(message) => {
+            eprintln!("{message}");
+            return EXIT_USAGE;
+        }
+    };
     let presentation = Presentation {
         native_tools: args.mode == ServeMode::Both,
         sdk_budget: args.sdk_budget,
@@ -76,6 +113,9 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
     let served = Served::new(session.registry.clone(), tools, &presentation);
     let _ = served_slot.set(Arc::downgrade(&served));
     served.preparing(readiness.clone());
+    if let Some(pausing) = served_pausing {
+        served.keep_paused_runs(pausing);
+    }
     if let Some(exec) = session.exec.clone() {
         // A client's jobs and terminals end with its session.
         served.on_session_end(Arc::new(move |agent| {

@@ -254,6 +254,16 @@ pub struct McpArgs {
     /// Also offer the built-in tools (echo, sleep, fail, read_file, list_dir).
     #[arg(long)]
     pub builtins: bool,
+    /// With --http: serve without sessions (MCP 2026-07-28, and older clients request by
+    /// request), so that any request may reach any replica behind a load balancer. Approvals
+    /// pause (as with --pause-on-ask) and paused runs resume on whichever replica receives the
+    /// answer, through a state store the replicas share (--state; an s3:// store or a shared
+    /// directory, with one $CODEMODE_STATE_KEY). --exec is refused: its jobs and terminals
+    /// live in one process.
+    #[arg(long, requires = "http")]
+    pub stateless: bool,
+    #[command(flatten)]
+    pub pause: PauseArgs,
     #[command(flatten)]
     pub budget: BudgetArgs,
     #[command(flatten)]
@@ -285,27 +295,61 @@ pub struct RunArgs {
     pub tools: ToolArgs,
 }
 
-/// Which calls pause a run and where paused runs are kept; shared by `run` and `resume`.
+/// Which calls pause a run and where paused runs are kept; shared by `run`, `resume` and
+/// `mcp`.
 #[derive(Args)]
 pub struct PauseArgs {
     /// Calls of this tool pause the run instead of running (repeatable): once the program
-    /// waits on nothing else, the run is written to the state store and `codemode` exits
-    /// with 3, printing the run id and the pending calls; `codemode resume` continues it (a
-    /// resumed run's own pausing tools always pause it again).
+    /// waits on nothing else, the run is written to the state store. `codemode run` then
+    /// exits with 3, printing the run id and the pending calls, and `codemode resume`
+    /// continues it; `codemode mcp` asks its client for the calls' replies (an input-required
+    /// result, or an elicitation on the session of an older client) and resumes the run when
+    /// they come back. A resumed run's own pausing tools always pause it again.
     #[arg(long = "pause-on", value_name = "NAME")]
     pub pause_on: Vec<String>,
-    /// With --ask: a call that needs an approval pauses the run instead of asking on the
-    /// terminal, so that a person can answer later with `codemode resume` (`--reply ID=true`
-    /// makes the call, `--reply ID=false` or `--reject ID=MESSAGE` denies it).
+    /// With --ask: a call that needs an approval pauses the run instead of asking at once, so
+    /// that a person can answer later: with `codemode resume` (`--reply ID=true` makes the
+    /// call, `--reply ID=false` or `--reject ID=MESSAGE` denies it), or for `codemode mcp`
+    /// in the client's answer to an input-required result (implied by --stateless).
     #[arg(long)]
     pub pause_on_ask: bool,
     /// Where paused runs are kept: a directory (default: $CODEMODE_STATE_DIR, else
     /// $XDG_STATE_HOME/codemode, else ~/.local/state/codemode) or an S3-compatible store,
     /// s3://bucket/prefix (credentials and endpoint from the AWS_* environment). Records are
     /// authenticated with $CODEMODE_STATE_KEY, else with the state directory's key file
-    /// (created 0600 on first use).
+    /// (created 0600 on first use); an S3 store needs $CODEMODE_STATE_KEY, the same in every
+    /// process that shares it.
     #[arg(long, value_name = "DIR|URL")]
     pub state: Option<PathBuf>,
+    /// How long a paused run stays resumable (`90s`, `12h`, `7d`). Older records are refused
+    /// as expired and swept from the store, together with the marks of resumed runs after
+    /// twice this; processes sharing a store should agree on it.
+    #[arg(long, value_name = "DURATION", default_value_t = StateTtl(codemode_host::durable::DEFAULT_STATE_TTL))]
+    pub state_ttl: StateTtl,
+}
+
+/// A `--state-ttl`: a duration of at least a second and at most ten years.
+#[derive(Clone, Copy, Debug)]
+pub struct StateTtl(pub std::time::Duration);
+
+impl std::str::FromStr for StateTtl {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let ttl = humantime::parse_duration(text)
+            .map_err(|e| format!("{e} (write it as 90s, 12h or 7d)"))?;
+        let longest = std::time::Duration::from_secs(10 * 365 * 24 * 60 * 60);
+        if ttl < std::time::Duration::from_secs(1) || ttl > longest {
+            return Err("a time to live is at least 1s and at most 10 years".into());
+        }
+        Ok(Self(ttl))
+    }
+}
+
+impl std::fmt::Display for StateTtl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        humantime::format_duration(self.0).fmt(f)
+    }
 }
 
 #[derive(Args)]

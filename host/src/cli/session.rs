@@ -217,19 +217,24 @@ impl ToolSession {
         budget: &BudgetArgs,
         ask: &[String],
         approval: impl ApprovalHook,
+        pausing: Option<Pausing>,
     ) -> Result<codemode_host::Readiness, String> {
         let budgets = budget.budgets();
         let cap = budget.memory_cap_mb();
         codemode_host::check_memory_cap(&budgets, cap)
             .map_err(|e| format!("{e} (--max-memory-mb must be at least --memory-mb)"))?;
         super::announce_preparation();
+        let durability = pausing.as_ref().map(|p| p.durability.clone());
         let runtime = codemode_host::PreparingRuntime::start(budgets, move |runtime| {
             // Checked above: cannot fail.
             let _ = runtime.limit_memory(cap);
+            if let Some(durability) = durability {
+                runtime.keep_paused_runs(durability);
+            }
         })
         .map_err(|e| e.to_string())?;
         let readiness = runtime.readiness();
-        self.install(Arc::new(runtime), budget, ask, approval, None, None)?;
+        self.install(Arc::new(runtime), budget, ask, approval, None, pausing)?;
         Ok(readiness)
     }
 
@@ -313,7 +318,8 @@ impl Pausing {
                 Durability::local(dir)
             }
         }
-        .map_err(|e| format!("codemode: {e}"))?;
+        .map_err(|e| format!("codemode: {e}"))?
+        .ttl(args.state_ttl.0);
         Ok(Self {
             durability,
             pause_on: args.pause_on.clone(),

@@ -17,6 +17,7 @@ pub(crate) mod memory;
 mod object;
 mod private;
 pub(crate) mod record;
+mod reference;
 mod store;
 
 use std::path::PathBuf;
@@ -27,7 +28,8 @@ pub use key::KEY_ENV;
 #[cfg(feature = "s3")]
 pub use object::ObjectStateStore;
 pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};
-pub use store::{LocalStore, StateStore, StoreError};
+pub use reference::ReferenceError;
+pub use store::{Cutoffs, LocalStore, StateStore, StoreError, Swept};
 
 /// Why a state store cannot be used for durable runs.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +47,13 @@ pub enum DurabilityError {
     /// No [`KEY_ENV`], and no state directory to keep a key in.
     #[error("no state key: set {KEY_ENV} (every process resuming these runs needs it)")]
     NoKey,
+    /// No [`KEY_ENV`] for a store that other machines share: a key of this machine's own
+    /// would make every other one refuse its runs as not authentic.
+    #[error("{url} is shared by every process that resumes its runs, and they must share one key: set {KEY_ENV} (at least 32 characters, for example the output of `openssl rand -hex 32`) to the same value in each of them")]
+    SharedStoreWithoutKey {
+        /// The store's URL.
+        url: String,
+    },
     /// The state directory's key file cannot be read, created or trusted; says which and why.
     #[error("{0}")]
     KeyFile(String),
@@ -68,12 +77,20 @@ use record::Header;
 /// How long a run keeps waiting, rather than pausing, for a timer due within it.
 pub const DEFAULT_PAUSE_THRESHOLD: Duration = Duration::from_secs(1);
 
+/// How long a paused run stays resumable unless [`Durability::ttl`] says otherwise: a week.
+pub const DEFAULT_STATE_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// The longest time between two sweeps of a store (shorter when the time to live is short:
+/// a tenth of it).
+const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(60 * 60);
+
 /// Where paused runs are kept and the key that authenticates them.
 #[derive(Clone)]
 pub struct Durability {
     store: Arc<dyn StateStore>,
     key: Key,
     pause_threshold: Duration,
+    ttl: Duration,
 }
 
 impl std::fmt::Debug for Durability {
@@ -81,6 +98,7 @@ impl std::fmt::Debug for Durability {
         f.debug_struct("Durability")
             .field("store", &self.store.describe())
             .field("pause_threshold", &self.pause_threshold)
+            .field("ttl", &self.ttl)
             .finish()
     }
 }
@@ -103,11 +121,18 @@ impl Durability {
 
     #[cfg(feature = "s3")]
     /// Records in the S3-compatible store `url` names (`s3://bucket/prefix`; see
-    /// [`ObjectStateStore`]), authenticated with `CODEMODE_STATE_KEY`, else with the key of
-    /// the default state directory (a fleet shares the environment's key).
+    /// [`ObjectStateStore`]), authenticated with `CODEMODE_STATE_KEY`, which every process
+    /// sharing the store must have: without it, this is refused
+    /// ([`DurabilityError::SharedStoreWithoutKey`]) rather than signing with a key of this
+    /// machine's that the others would not accept.
     pub fn s3(url: &str) -> Result<Self, DurabilityError> {
         let store = ObjectStateStore::s3(url)?;
-        let key = Key::load(Self::default_dir().as_deref())?;
+        let key = Key::load(None).map_err(|e| match e {
+            DurabilityError::NoKey => DurabilityError::SharedStoreWithoutKey {
+                url: url.to_owned(),
+            },
+            other => other,
+        })?;
         Ok(Self::with_key(Arc::new(store), key))
     }
 
@@ -121,7 +146,17 @@ impl Durability {
             store,
             key,
             pause_threshold: DEFAULT_PAUSE_THRESHOLD,
+            ttl: DEFAULT_STATE_TTL,
         }
+    }
+
+    /// How long a paused run stays resumable ([`DEFAULT_STATE_TTL`] unless set). A record
+    /// paused longer ago is refused as expired and swept away, and a consumed mark is kept
+    /// twice as long, so that no copy of its record outlives it resumable. Every process
+    /// sharing a store should use the same time to live.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
     }
 
     /// A run with a timer due within `threshold` waits for it instead of pausing.
@@ -157,7 +192,64 @@ impl Durability {
                 self.store.describe()
             )
         })?;
+        self.tidy_quietly().await;
         Ok(bytes)
+    }
+
+    /// Sweeps the store ([`StateStore::sweep`]) of records past the time to live and of
+    /// consumed marks past twice that, unless a process sharing it did within the sweep
+    /// interval (a tenth of the time to live, at most an hour). Returns what was dropped, or
+    /// `None` when the store was swept recently. Pausing and resuming call this; a
+    /// long-lived embedder with neither may call it from time to time.
+    pub async fn tidy(&self) -> Result<Option<Swept>, StoreError> {
+        let now = std::time::SystemTime::now();
+        let interval = (self.ttl / 10).min(MAX_SWEEP_INTERVAL);
+        if let Some(last) = self.store.last_sweep().await? {
+            // A sweep noted in the future (another machine's clock) does not hold this one off.
+            if now.duration_since(last).is_ok_and(|age| age < interval) {
+                return Ok(None);
+            }
+        }
+        let before = |age: Duration| now.checked_sub(age).unwrap_or(std::time::UNIX_EPOCH);
+        let cutoffs = Cutoffs {
+            records: before(self.ttl),
+            marks: before(self.ttl.saturating_mul(2)),
+        };
+        self.store.sweep(cutoffs).await.map(Some)
+    }
+
+    /// A reference to paused run `run_id` that any process sharing this store and key can
+    /// resume from ([`Durability::run_of`]) until the time to live has passed: what an MCP
+    /// input-required result carries as its `requestState`.
+    pub fn reference(&self, run_id: &str) -> String {
+        let expires = unix_ms(std::time::SystemTime::now() + self.ttl);
+        reference::seal(self.key.bytes(), run_id, expires)
+    }
+
+    /// The run a [`Durability::reference`] names, once its tag and expiry are checked.
+    pub fn run_of(&self, reference: &str) -> Result<String, ReferenceError> {
+        reference::open(
+            self.key.bytes(),
+            reference,
+            unix_ms(std::time::SystemTime::now()),
+        )
+    }
+
+    /// [`Durability::tidy`], for after a pause or a resume: a failure is only a warning.
+    async fn tidy_quietly(&self) {
+        match self.tidy().await {
+            Ok(Some(swept)) if swept != Swept::default() => tracing::info!(
+                records = swept.records,
+                marks = swept.marks,
+                "swept expired paused runs from {}",
+                self.store.describe()
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(
+                "could not sweep expired paused runs from {}: {error}",
+                self.store.describe()
+            ),
+        }
     }
 
     /// Reads and checks run `run_id`'s record: not yet resumed, within the size cap,
@@ -196,6 +288,11 @@ impl Durability {
         if header.run_id != run_id {
             return Err(refused(&format_args!("it is run {}'s", header.run_id)));
         }
+        if let Some(expired) = self.expiry(&header) {
+            // No longer resumable: the record is only space now.
+            let _ = self.store.remove(run_id).await;
+            return Err(expired);
+        }
         if header.guest != guest || header.image != image {
             return Err(format!(
                 "run {run_id} was paused by another guest build (record {}, this codemode {}); resume it with the codemode that paused it",
@@ -232,7 +329,23 @@ impl Durability {
         if let Err(error) = self.store.remove(run_id).await {
             tracing::warn!("could not remove the record of resumed run {run_id}: {error}");
         }
+        self.tidy_quietly().await;
         Ok(())
+    }
+
+    /// Why `header`'s run can no longer be resumed, when it was paused longer ago than the
+    /// time to live.
+    fn expiry(&self, header: &Header) -> Option<String> {
+        let paused = std::time::UNIX_EPOCH + Duration::from_millis(header.paused_at_ms);
+        let age = std::time::SystemTime::now().duration_since(paused).ok()?;
+        (age > self.ttl).then(|| {
+            format!(
+                "run {} expired: it was paused at {} and paused runs are kept for {} (the state store's time to live, --state-ttl)",
+                header.run_id,
+                humantime::format_rfc3339_seconds(paused),
+                humantime::format_duration(self.ttl)
+            )
+        })
     }
 
     /// Refuses `run_id` when its run has already been claimed by a resume.
@@ -247,6 +360,12 @@ impl Durability {
         }
         Ok(())
     }
+}
+
+/// Milliseconds since the Unix epoch (0 before it), as records and references count time.
+pub(crate) fn unix_ms(at: std::time::SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn already_resumed(run_id: &str) -> String {
@@ -273,7 +392,7 @@ mod tests {
             run_id: run_id.to_owned(),
             guest: guest.to_owned(),
             image: image.to_owned(),
-            paused_at_ms: 0,
+            paused_at_ms: unix_ms(std::time::SystemTime::now()),
             program: "return 1".to_owned(),
             budgets: SavedBudgets {
                 compute_ms: 1,
@@ -404,6 +523,97 @@ mod tests {
         std::fs::write(dir.join("runs").join(format!("{old}.resumed")), b"").unwrap();
         let refused = durability.load(&old, "g", "i").await.unwrap_err();
         assert!(refused.contains("already resumed"), "{refused}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Sets when `path` was last written to `age` ago.
+    fn age(path: &std::path::Path, age: Duration) {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - age)
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn runs_past_their_time_to_live_are_refused_and_swept_with_their_marks_later() {
+        let dir = scratch("ttl");
+        let hour = Duration::from_secs(3600);
+        let durability = local(&dir).ttl(hour);
+        let runs = dir.join("runs");
+
+        // Paused two hours ago: authentic, unclaimed, and expired.
+        let old = new_run_id().unwrap();
+        let mut paused = header(&old, "g", "i");
+        paused.paused_at_ms = (std::time::SystemTime::now() - 2 * hour)
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        durability.keep(&paused, &[]).await.unwrap();
+        let refused = durability.load(&old, "g", "i").await.unwrap_err();
+        assert!(
+            refused.contains(&format!("run {old} expired: it was paused at 20"))
+                && refused.contains("kept for 1h"),
+            "{refused}"
+        );
+        assert!(
+            !runs.join(format!("{old}.run")).exists(),
+            "an expired record is dropped"
+        );
+
+        // What a sweep finds: records and marks of several ages, an interrupted write, and
+        // names the store never writes.
+        let fresh = new_run_id().unwrap();
+        let stale = new_run_id().unwrap();
+        let (young_mark, old_mark) = (new_run_id().unwrap(), new_run_id().unwrap());
+        for id in [&fresh, &stale, &young_mark, &old_mark] {
+            durability.keep(&header(id, "g", "i"), &[]).await.unwrap();
+        }
+        for id in [&young_mark, &old_mark] {
+            let loaded = durability.load(id, "g", "i").await.unwrap();
+            durability.claim(&loaded).await.unwrap();
+        }
+        let leftover = runs.join(format!("{stale}.run.4242.tmp"));
+        let foreign = [runs.join("notes.txt"), dir.join("consumed").join("README")];
+        for path in foreign.iter().chain([&leftover]) {
+            std::fs::write(path, b"x").unwrap();
+        }
+        age(&runs.join(format!("{stale}.run")), 2 * hour);
+        age(&leftover, 2 * hour);
+        age(&dir.join("consumed").join(&young_mark), hour + hour / 2);
+        age(&dir.join("consumed").join(&old_mark), 3 * hour);
+        for path in &foreign {
+            age(path, 100 * hour);
+        }
+        // Swept just now (by the claims): not again within a tenth of the time to live.
+        assert_eq!(durability.tidy().await.unwrap(), None);
+        age(&dir.join("swept"), hour / 10 + Duration::from_secs(1));
+        let swept = durability.tidy().await.unwrap();
+        assert_eq!(
+            swept,
+            Some(Swept {
+                records: 2,
+                marks: 1
+            })
+        );
+        assert!(runs.join(format!("{fresh}.run")).exists());
+        assert!(!runs.join(format!("{stale}.run")).exists());
+        assert!(!leftover.exists());
+        assert!(
+            dir.join("consumed").join(&young_mark).exists(),
+            "kept for twice the TTL"
+        );
+        assert!(!dir.join("consumed").join(&old_mark).exists());
+        for path in &foreign {
+            assert!(path.exists(), "{} is not the store's", path.display());
+        }
+        assert!(durability.load(&fresh, "g", "i").await.is_ok());
+        assert!(durability
+            .load(&young_mark, "g", "i")
+            .await
+            .unwrap_err()
+            .contains("already resumed"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -15,12 +15,16 @@ use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
-use super::store::{too_large, StateStore, StoreError};
+/// Written at the end of each sweep; its modification time is the sweep's.
+const SWEPT: &str = "swept";
+
+use super::store::{too_large, Cutoffs, Kept, StateStore, StoreError, Swept};
 use super::DurabilityError;
 
 /// Records as objects `<prefix>/runs/<id>.run`, consumed marks (holding the claimed record's
-/// tag) as `<prefix>/runs/<id>.resumed`.
+/// tag) as `<prefix>/runs/<id>.resumed`, and the time of the last sweep as `<prefix>/swept`.
 #[derive(Debug)]
 pub struct ObjectStateStore {
     store: AmazonS3,
@@ -76,7 +80,11 @@ impl ObjectStateStore {
     }
 
     fn path(&self, run_id: &str, suffix: &str) -> Path {
-        let name = format!("runs/{run_id}.{suffix}");
+        self.key(&format!("runs/{run_id}.{suffix}"))
+    }
+
+    /// `name` under the store's prefix.
+    fn key(&self, name: &str) -> Path {
         if self.prefix.is_empty() {
             Path::from(name)
         } else {
@@ -179,6 +187,51 @@ impl StateStore for ObjectStateStore {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
                 Err(e) => Err(failed("remove", &path, e)),
             }
+        })
+    }
+
+    fn last_sweep(&self) -> BoxFuture<'_, Result<Option<SystemTime>, StoreError>> {
+        let path = self.key(SWEPT);
+        Box::pin(async move {
+            match self.store.head(&path).await {
+                Ok(meta) => Ok(Some(SystemTime::from(meta.last_modified))),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(failed("read", &path, e)),
+            }
+        })
+    }
+
+    fn sweep(&self, cutoffs: Cutoffs) -> BoxFuture<'_, Result<Swept, StoreError>> {
+        let runs = self.key("runs");
+        Box::pin(async move {
+            let mut swept = Swept::default();
+            let mut listed = self.store.list(Some(&runs));
+            while let Some(meta) = listed.next().await {
+                let meta = meta.map_err(|e| failed("list", &runs, e))?;
+                let Some(kind) = meta
+                    .location
+                    .filename()
+                    .and_then(Kept::of_run_file)
+                    .filter(|k| k.is_past(SystemTime::from(meta.last_modified), &cutoffs))
+                else {
+                    continue;
+                };
+                // Only the store's own names directly under runs/, never deeper.
+                if meta.location.prefix_match(&runs).map(|rest| rest.count()) != Some(1) {
+                    continue;
+                }
+                match self.store.delete(&meta.location).await {
+                    Ok(()) => swept.count(kind),
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(failed("remove", &meta.location, e)),
+                }
+            }
+            let marker = self.key(SWEPT);
+            self.store
+                .put(&marker, PutPayload::new())
+                .await
+                .map_err(|e| failed("write", &marker, e))?;
+            Ok(swept)
         })
     }
 }

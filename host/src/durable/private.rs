@@ -16,6 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 /// The effective user id of this process: the user the state store must belong to.
 pub(crate) fn euid() -> u32 {
@@ -232,11 +233,52 @@ impl PrivateDir {
 
     /// Whether anything (a file, a directory, a symlink) is at `name`.
     pub(crate) fn exists(&self, name: &str) -> io::Result<bool> {
+        Ok(self.stat(name)?.is_some())
+    }
+
+    /// When the regular file `name` was last written; `None` when nothing is there, or
+    /// something other than a regular file (a symlink is not followed).
+    pub(crate) fn modified(&self, name: &str) -> io::Result<Option<SystemTime>> {
+        let Some(stat) = self.stat(name)? else {
+            return Ok(None);
+        };
+        if stat.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Ok(None);
+        }
+        let since_epoch = Duration::new(
+            u64::try_from(stat.st_mtime).unwrap_or(0),
+            u32::try_from(stat.st_mtime_nsec).unwrap_or(0),
+        );
+        Ok(Some(SystemTime::UNIX_EPOCH + since_epoch))
+    }
+
+    /// The regular files in this directory with when each was last written. Names are
+    /// listed from the path and each is then read from the descriptor, so a name listed from
+    /// a directory swapped in at the path is only ever looked up (and found or not) here.
+    pub(crate) fn files(&self) -> io::Result<Vec<(String, SystemTime)>> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&self.path)? {
+            let Ok(name) = entry?.file_name().into_string() else {
+                continue;
+            };
+            match self.modified(&name) {
+                Ok(Some(at)) => files.push((name, at)),
+                // Gone since it was listed, or not a file the store would have written.
+                Ok(None) => {}
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(files)
+    }
+
+    /// What is at `name`, not following a symlink; `None` when nothing is.
+    fn stat(&self, name: &str) -> io::Result<Option<libc::stat>> {
         let c = c_name(name)?;
         let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
         // SAFETY: the descriptor is open for as long as `self` lives, `c` is a NUL-terminated
         // string that outlives the call, and `stat` is writable memory of the type fstatat
-        // fills (never read here).
+        // fills.
         let found = retry(|| unsafe {
             libc::fstatat(
                 self.file.as_raw_fd(),
@@ -246,8 +288,9 @@ impl PrivateDir {
             )
         });
         match found {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            // SAFETY: fstatat returned 0, so it filled `stat` whole.
+            Ok(_) => Ok(Some(unsafe { stat.assume_init() })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
     }

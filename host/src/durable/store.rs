@@ -7,9 +7,11 @@
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::time::SystemTime;
 
 use futures::future::BoxFuture;
 
+use super::key::is_run_id;
 use super::private::{self, Access, PrivateDir};
 
 /// A failure of the storage itself, or a record it refused to read.
@@ -37,6 +39,76 @@ pub trait StateStore: Send + Sync {
     fn claimed(&self, run_id: &str) -> BoxFuture<'_, Result<bool, StoreError>>;
     /// Drops run `run_id`'s record (its consumed mark stays).
     fn remove(&self, run_id: &str) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// When a sweep last ran on this store, by any process sharing it.
+    fn last_sweep(&self) -> BoxFuture<'_, Result<Option<SystemTime>, StoreError>>;
+    /// Drops the records and consumed marks last written before their `cutoffs` (and what
+    /// interrupted writes left behind), then notes the sweep's time for
+    /// [`StateStore::last_sweep`]. Only names the store itself writes are touched.
+    fn sweep(&self, cutoffs: Cutoffs) -> BoxFuture<'_, Result<Swept, StoreError>>;
+}
+
+/// What a sweep drops: whatever was last written before its kind's cutoff.
+#[derive(Debug, Clone, Copy)]
+pub struct Cutoffs {
+    /// Records, and leftovers of interrupted writes.
+    pub records: SystemTime,
+    /// Consumed marks.
+    pub marks: SystemTime,
+}
+
+/// What a sweep dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Records (and leftovers of interrupted writes) removed.
+    pub records: u64,
+    /// Consumed marks removed.
+    pub marks: u64,
+}
+
+/// What a file of the store is, from its name; `None` for a name the store never writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kept {
+    Record,
+    Mark,
+}
+
+impl Kept {
+    /// A name under `runs/`: `<id>.run`, a mark of earlier versions `<id>.resumed`, or an
+    /// interrupted write's `<id>.run.<pid>.tmp`.
+    pub(crate) fn of_run_file(name: &str) -> Option<Self> {
+        let (id, rest) = name.split_once('.')?;
+        if !is_run_id(id) {
+            return None;
+        }
+        match rest {
+            "run" => Some(Kept::Record),
+            "resumed" => Some(Kept::Mark),
+            _ => {
+                let pid = rest.strip_prefix("run.")?.strip_suffix(".tmp")?;
+                (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(Kept::Record)
+            }
+        }
+    }
+
+    /// Whether a file of this kind last written `at` is past `cutoffs`.
+    pub(crate) fn is_past(self, at: SystemTime, cutoffs: &Cutoffs) -> bool {
+        at < match self {
+            Kept::Record => cutoffs.records,
+            Kept::Mark => cutoffs.marks,
+        }
+    }
+}
+
+/// What a file of one directory of the store is, from its name.
+type KindOf = fn(&str) -> Option<Kept>;
+
+impl Swept {
+    pub(crate) fn count(&mut self, kind: Kept) {
+        match kind {
+            Kept::Record => self.records += 1,
+            Kept::Mark => self.marks += 1,
+        }
+    }
 }
 
 /// Records as files `<dir>/runs/<id>.run`; consumed marks as `<dir>/consumed/<id>`, holding
@@ -55,6 +127,8 @@ pub struct LocalStore {
 
 const RUNS: &str = "runs";
 const CONSUMED: &str = "consumed";
+/// Written at the end of each sweep; its modification time is the sweep's.
+const SWEPT: &str = "swept";
 
 impl LocalStore {
     /// A store under `dir` (created private to the user on first write, and checked at every
@@ -243,6 +317,62 @@ impl StateStore for LocalStore {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 Err(e) => Err(io_error("remove", &runs, &name, &e)),
             }
+        }))
+    }
+
+    fn last_sweep(&self) -> BoxFuture<'_, Result<Option<SystemTime>, StoreError>> {
+        let store = self.clone();
+        Box::pin(blocking(move || {
+            let Some(state) = store.state(false)? else {
+                return Ok(None);
+            };
+            state
+                .modified(SWEPT)
+                .map_err(|e| io_error("read", &state, SWEPT, &e))
+        }))
+    }
+
+    fn sweep(&self, cutoffs: Cutoffs) -> BoxFuture<'_, Result<Swept, StoreError>> {
+        let store = self.clone();
+        Box::pin(blocking(move || {
+            let Some(state) = store.state(false)? else {
+                return Ok(Swept::default());
+            };
+            let mut swept = Swept::default();
+            let subs: [(&str, KindOf); 2] = [
+                (RUNS, Kept::of_run_file),
+                (CONSUMED, |name| is_run_id(name).then_some(Kept::Mark)),
+            ];
+            for (sub, kind_of) in subs {
+                let Some(dir) = state.sub(sub, false).map_err(StoreError)? else {
+                    continue;
+                };
+                let files = dir.files().map_err(|e| {
+                    StoreError(format!("cannot list {}: {e}", dir.path("").display()))
+                })?;
+                for (name, at) in files {
+                    let Some(kind) = kind_of(&name).filter(|k| k.is_past(at, &cutoffs)) else {
+                        continue;
+                    };
+                    match dir.remove(&name) {
+                        Ok(()) => swept.count(kind),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(io_error("remove", &dir, &name, &e)),
+                    }
+                }
+                dir.sync().map_err(|e| io_error("sync", &dir, "", &e))?;
+            }
+            // Renamed into place, so that its time is this sweep's even when one exists.
+            let tmp = format!("{SWEPT}.{}.tmp", std::process::id());
+            let _ = state.remove(&tmp);
+            state
+                .create_new(&tmp, 0o600)
+                .and_then(|_| state.rename(&tmp, SWEPT))
+                .map_err(|e| {
+                    let _ = state.remove(&tmp);
+                    io_error("write", &state, SWEPT, &e)
+                })?;
+            Ok(swept)
         }))
     }
 }

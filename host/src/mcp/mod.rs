@@ -1,8 +1,10 @@
 //! MCP both ways: upstream servers whose tools programs call ([`upstream`]), and the
-//! `codemode mcp` server that offers `run_code` to any MCP client ([`server`]), with bounded,
-//! expiring sessions for its HTTP transport ([`sessions`]). Both use `rmcp`, the official Rust
+//! `codemode mcp` server that offers `run_code` to any MCP client ([`server`]; a paused run is
+//! put to the client as questions by `input`), with bounded, expiring sessions for its HTTP
+//! transport ([`sessions`]). Both use `rmcp`, the official Rust
 //! SDK.
 
+mod input;
 pub mod server;
 pub mod sessions;
 mod trace;

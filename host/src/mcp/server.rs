@@ -9,15 +9,21 @@
 //! Each MCP session is an agent scope of its own; `--ask` approvals go to the session's client
 //! as an elicitation when its protocol allows a server-to-client request (2025-11-25 and
 //! earlier) and it declared the capability; otherwise the approval is unavailable, so denied.
+//! A server that keeps paused runs ([`Served::keep_paused_runs`]) instead lets a run pause at
+//! its approvals and pausing calls: a client of 2026-07-28 gets the questions in an
+//! input-required result whose `requestState` names the run, and its retry resumes the run on
+//! whichever replica receives it; an older client is asked on its session and the run resumes
+//! at once.
 //! A client's cancellation aborts the call; a progress token gets a notification every second
 //! while the call runs.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, Weak};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use codemode_runtime::code::Resume;
 use codemode_runtime::run_code::prompt::{run_code_description, sdk_tools, SEARCH_TOOLS_NAME};
-use codemode_runtime::run_code::Flavor;
+use codemode_runtime::run_code::{is_sub_call_id, Flavor, Resumptions};
 use codemode_runtime::signal::AbortController;
 use codemode_runtime::tools::plugins::policy::Policy;
 use codemode_runtime::tools::{
@@ -36,7 +42,8 @@ use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{json, Value};
 use tracing::Instrument;
 
-use crate::Readiness;
+use super::input;
+use crate::{Durability, Readiness};
 
 /// The environment variable that holds the HTTP server's bearer token when
 /// `--auth-token-file` is not given. A secret of codemode's own: no upstream server gets it.
@@ -73,6 +80,18 @@ pub struct Served {
     readiness: Mutex<Option<Readiness>>,
     /// Told the agent id of each session that ends (its jobs and terminals end with it).
     session_end: Mutex<Option<SessionEndHook>>,
+    /// Where runs that pause are kept, when they may pause.
+    pausing: OnceLock<ServedPausing>,
+}
+
+/// How a server's runs pause: what `run_code` was installed with.
+pub struct ServedPausing {
+    /// The store paused runs are kept in (shared by every replica).
+    pub durability: Durability,
+    /// The resumptions `run_code` was installed with.
+    pub resumptions: Arc<Resumptions>,
+    /// Approvals pause their run (`run_code`'s `approve_on` is the `--ask` tools).
+    pub approvals: bool,
 }
 
 /// What runs when a session ends, with the session's agent id.
@@ -157,7 +176,15 @@ impl Served {
             peers: Mutex::new(HashMap::new()),
             readiness: Mutex::new(None),
             session_end: Mutex::new(None),
+            pausing: OnceLock::new(),
         })
+    }
+
+    /// Tells the server that its runs pause into a store (`run_code` was installed with
+    /// `pausing`'s resumptions and its pausing tools): pauses become questions to the client,
+    /// and answers resume the runs. Set once; later calls are ignored.
+    pub fn keep_paused_runs(&self, pausing: ServedPausing) {
+        let _ = self.pausing.set(pausing);
     }
 
     /// Tells the server that the sandbox is being prepared in the background (see
@@ -276,7 +303,10 @@ fn call_result(result: &ToolExecutionResult) -> Result<CallToolResult, McpError>
             .collect();
         content.extend(content_json(&images));
     }
-    let mut answer = json!({"content": content, "isError": result.is_error()});
+    // `resultType` tells a 2026-07-28 client this is the answer, not a question; rmcp drops it
+    // for older clients.
+    let mut answer =
+        json!({"resultType": "complete", "content": content, "isError": result.is_error()});
     if let Some(value @ Value::Object(_)) = result.value() {
         answer["structuredContent"] = value.clone();
     }
@@ -305,7 +335,7 @@ impl Session {
             render_declarations(&found, self.served.language)
         };
         serde_json::from_value(
-            json!({"content": [{"type": "text", "text": text}], "isError": false}),
+            json!({"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": false}),
         )
         .map_err(|e| McpError::internal_error(format!("codemode: {e}"), None))
     }
@@ -314,8 +344,9 @@ impl Session {
         &self,
         name: String,
         arguments: Value,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+        context: &RequestContext<RoleServer>,
+        resume: Option<Resume>,
+    ) -> Arc<ToolExecutionResult> {
         // Unique across processes and replicas: the root of every sub-call id and event.
         let call_id = uuid::Uuid::new_v4().to_string();
         let span = tracing::info_span!(
@@ -336,7 +367,7 @@ impl Session {
         super::trace::adopt_parent(&span, &context.meta.0 .0, headers);
         let started = Instant::now();
         let result = self
-            .call(call_id.clone(), name.clone(), arguments, &context)
+            .call(call_id.clone(), name.clone(), arguments, context, resume)
             .instrument(span.clone())
             .await;
         if result.is_error() {
@@ -351,7 +382,105 @@ impl Session {
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "tools/call answered"
         );
-        call_result(&result)
+        result
+    }
+
+    /// `run_code`: a new run, or with a `requestState` the paused run it names, resumed with
+    /// the answers; a run that pauses is put to the client as questions.
+    async fn run_code(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let mut resume = match request.request_state.as_deref() {
+            None => None,
+            Some(state) => Some(self.resumption(state, request.input_responses.as_ref())?),
+        };
+        loop {
+            let result = self
+                .execute(
+                    RUN_CODE_NAME.to_owned(),
+                    arguments.clone(),
+                    context,
+                    resume.take(),
+                )
+                .await;
+            let pausing = self.served.pausing.get();
+            let pause = pausing.and_then(|_| result.value().and_then(input::paused));
+            let (Some(pausing), Some(pause)) = (pausing, pause) else {
+                return Ok(CallToolResponse::Complete(call_result(&result)?));
+            };
+            let questions = input::questions(&pause);
+            if context
+                .protocol_version()
+                .is_some_and(|version| !version.has_initialize())
+            {
+                let state = pausing.durability.reference(&pause.run_id);
+                return Ok(CallToolResponse::InputRequired(input::input_required(
+                    &questions, state,
+                )?));
+            }
+            let Some(answers) = self.ask_on_session(context, questions).await else {
+                let text = input::unanswerable(&pause);
+                return Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                    rmcp::model::ContentBlock::text(text),
+                ])));
+            };
+            resume = Some(Resume {
+                run_id: pause.run_id,
+                replies: input::replies(&answers)?,
+            });
+        }
+    }
+
+    /// The resumption a retried call asks for: the run its `requestState` names, with the
+    /// replies its answers give.
+    fn resumption(
+        &self,
+        state: &str,
+        answers: Option<&rmcp::model::InputResponses>,
+    ) -> Result<Resume, McpError> {
+        let Some(pausing) = self.served.pausing.get() else {
+            return Err(McpError::invalid_params(
+                "requestState: this server does not pause runs, so it made no requestState",
+                None,
+            ));
+        };
+        let run_id = pausing
+            .durability
+            .run_of(state)
+            .map_err(|e| McpError::invalid_params(format!("requestState: {e}"), None))?;
+        let replies = match answers {
+            Some(answers) => input::replies(answers)?,
+            None => Vec::new(),
+        };
+        Ok(Resume { run_id, replies })
+    }
+
+    /// Asks an older client each question on its session (elicitation), in turn; `None` when
+    /// it cannot be asked (no session, or no elicitation capability).
+    async fn ask_on_session(
+        &self,
+        context: &RequestContext<RoleServer>,
+        questions: BTreeMap<String, Value>,
+    ) -> Option<rmcp::model::InputResponses> {
+        let supports = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.elicitation.is_some());
+        if !supports {
+            return None;
+        }
+        let mut answers = rmcp::model::InputResponses::new();
+        for (key, params) in questions {
+            let params: ElicitRequestParams = serde_json::from_value(params).ok()?;
+            let answer = tokio::select! {
+                answer = context.peer.create_elicitation(params) => answer.ok()?,
+                () = context.ct.cancelled() => return None,
+            };
+            answers.insert(key, serde_json::to_value(answer).ok()?);
+        }
+        Some(answers)
     }
 
     /// Runs one call through the pipeline, ending it when the client cancels and reporting
@@ -362,7 +491,15 @@ impl Session {
         name: String,
         arguments: Value,
         context: &RequestContext<RoleServer>,
+        resume: Option<Resume>,
     ) -> Arc<ToolExecutionResult> {
+        // Offered under this call's id, taken by the `run_code` call it starts, and withdrawn
+        // after it should the call end before taking it.
+        let resumptions = self.served.pausing.get().map(|p| p.resumptions.clone());
+        if let (Some(resumptions), Some(resume)) = (&resumptions, resume) {
+            resumptions.offer(call_id.clone(), resume);
+        }
+        let offered = call_id.clone();
         let controller = AbortController::new();
         let input = ToolExecutionInput::new(call_id, name, arguments, controller.signal())
             .agent(&self.agent);
@@ -393,6 +530,9 @@ impl Session {
                 }
             }
         };
+        if let Some(resumptions) = resumptions {
+            resumptions.take(&offered);
+        }
         result
     }
 }
@@ -425,11 +565,14 @@ impl ServerHandler for Session {
             .unwrap_or_else(|p| p.into_inner())
             .get_or_insert_with(|| context.peer.clone());
         let name = request.name.to_string();
+        if name == RUN_CODE_NAME {
+            return self.run_code(request, &context).await;
+        }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let result = if name == SEARCH_TOOLS_NAME && self.served.discovery.is_some() {
             self.search(&arguments).await?
-        } else if name == RUN_CODE_NAME || self.served.native.contains(&name) {
-            self.execute(name, arguments, context).await?
+        } else if self.served.native.contains(&name) {
+            call_result(&*self.execute(name, arguments, &context, None).await)?
         } else {
             return Err(McpError::invalid_params(
                 format!("unknown tool \"{name}\""),
@@ -440,15 +583,23 @@ impl ServerHandler for Session {
     }
 }
 
-/// `--ask` over MCP: an elicitation to the client of the session that made the call.
+/// `--ask` over MCP: an elicitation to the client of the session that made the call; or, where
+/// approvals pause runs, the approval the answer that resumed the run already gave.
 pub struct ElicitApproval(pub Weak<Served>);
 
 impl ApprovalHook for ElicitApproval {
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
-        let peer = self
-            .0
-            .upgrade()
-            .and_then(|served| served.client(request.agent.id()));
+        let served = self.0.upgrade();
+        let approvals_pause = served
+            .as_ref()
+            .and_then(|served| served.pausing.get())
+            .is_some_and(|pausing| pausing.approvals);
+        if approvals_pause && is_sub_call_id(&request.call_id) {
+            // A program's calls of the `--ask` tools pause its run before they reach the
+            // pipeline; one that reaches it was approved in the answer that resumed the run.
+            return Box::pin(std::future::ready(ApprovalOutcome::AllowedOnce));
+        }
+        let peer = served.and_then(|served| served.client(request.agent.id()));
         Box::pin(async move {
             let Some(peer) = peer else {
                 return ApprovalOutcome::Unavailable;

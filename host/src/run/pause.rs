@@ -57,9 +57,7 @@ pub(super) async fn pause(
         run_id: crate::durable::new_run_id()?,
         guest: crate::engine::GUEST_SHA256.to_owned(),
         image: keeping.image.digest.clone(),
-        paused_at_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
+        paused_at_ms: crate::durable::unix_ms(std::time::SystemTime::now()),
         program: keeping.program.to_owned(),
         budgets: SavedBudgets::from(budgets),
         fuel_spent,

@@ -87,6 +87,19 @@ pub struct RunCodeConfig {
     pub resumptions: Option<Arc<Resumptions>>,
 }
 
+/// The id of a program's `seq`th call (from 1) in the `run_code` call `parent`.
+pub(crate) fn sub_call_id(parent: &str, seq: usize) -> String {
+    format!("{parent}{SUB_CALL_MARK}{seq}")
+}
+
+const SUB_CALL_MARK: &str = ":code:";
+
+/// Whether `call_id` names a call a program made (inside a `run_code` call), rather than a
+/// call the agent made itself.
+pub fn is_sub_call_id(call_id: &str) -> bool {
+    call_id.contains(SUB_CALL_MARK)
+}
+
 /// Resumptions the host offers to `run_code` calls by call id: a `run_code` call whose id has
 /// one continues that paused run (its `code` is then unused). Only the host offers them; the
 /// model-facing schema is unchanged.

@@ -47,7 +47,7 @@ use crate::tools::{
     ToolExecutionInput, ToolExecutionResult, ToolOutcome, ToolRunContext,
 };
 
-use super::SubCallRecord;
+use super::{sub_call_id, SubCallRecord};
 
 /// The plugin name deferred image contexts are attributed to.
 pub const DEFERRED_IMAGE_PLUGIN: &str = "tools-code-mode";
@@ -214,7 +214,7 @@ impl Scheduler {
         let mut state = self.lock();
         let seq = state.records.len() + 1;
         let mut input = state.template.clone();
-        input.call_id = format!("{}:code:{seq}", self.parent_call_id);
+        input.call_id = sub_call_id(&self.parent_call_id, seq);
         input.name = name.to_owned();
         input.arguments = arguments;
         state.records.push(SubCallRecord {
@@ -493,7 +493,7 @@ impl Scheduler {
                     time: now_ms(),
                     root_call_id: state.root_call_id.clone(),
                     parent_call_id: self.parent_call_id.clone(),
-                    sub_call_id: format!("{}:code:{}", self.parent_call_id, entry.seq),
+                    sub_call_id: sub_call_id(&self.parent_call_id, entry.seq),
                     name: entry.name.clone(),
                     arguments,
                     is_error: result.is_error(),

@@ -26,13 +26,13 @@ run_simple(sys.argv[1], int(sys.argv[2]), one_at_a_time, threaded=True, request_
 
 /// A local S3-compatible server (moto, installed by `.ci/run` from PyPI) on a free port, with
 /// one bucket; killed on drop. Its log goes to `log`.
-struct S3Server {
+pub(crate) struct S3Server {
     child: std::process::Child,
-    endpoint: String,
+    pub(crate) endpoint: String,
 }
 
 impl S3Server {
-    fn start(bucket: &str, log: &Path) -> Self {
+    pub(crate) fn start(bucket: &str, log: &Path) -> Self {
         // The port is free when asked for, but another test may take it before moto binds it:
         // a server that exits at once for that reason is started again on another port.
         for _ in 0..5 {
@@ -167,7 +167,8 @@ fn runs_kept_in_an_s3_store_resume_in_other_processes_exactly_once() {
 
 /// The store's conditional create itself: the first claim of a run wins, every later one loses.
 fn claims_against(server: &S3Server) {
-    use codemode_host::durable::{ObjectStateStore, StateStore};
+    use codemode_host::durable::{Cutoffs, ObjectStateStore, StateStore, Swept};
+    use std::time::SystemTime;
     let store = ObjectStateStore::s3_with(
         "s3://paused-runs/claims",
         &[
@@ -209,6 +210,36 @@ fn claims_against(server: &S3Server) {
         );
         store.remove(id).await.unwrap();
         assert_eq!(store.get(id, 6).await.unwrap(), None);
+
+        // A sweep drops what is older than its kind's cutoff, and notes when it ran.
+        let hour = Duration::from_secs(3600);
+        let (earlier, later) = (SystemTime::now() - hour, SystemTime::now() + hour);
+        let kept = "fedcba9876543210fedcba9876543210";
+        store.put(kept, b"record".to_vec()).await.unwrap();
+        assert_eq!(store.last_sweep().await.unwrap(), None);
+        let cutoffs = |records, marks| Cutoffs { records, marks };
+        let swept = store.sweep(cutoffs(earlier, earlier)).await.unwrap();
+        assert_eq!(swept, Swept::default());
+        assert!(store.last_sweep().await.unwrap().is_some(), "noted");
+        let swept = store.sweep(cutoffs(later, earlier)).await.unwrap();
+        assert_eq!(
+            swept,
+            Swept {
+                records: 1,
+                marks: 0
+            }
+        );
+        assert_eq!(store.get(kept, 6).await.unwrap(), None);
+        assert!(store.claimed(id).await.unwrap());
+        let swept = store.sweep(cutoffs(later, later)).await.unwrap();
+        assert_eq!(
+            swept,
+            Swept {
+                records: 0,
+                marks: 1
+            }
+        );
+        assert!(!store.claimed(id).await.unwrap());
     });
 }
 

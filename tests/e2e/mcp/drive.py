@@ -4,7 +4,9 @@ Usage: python3 drive.py PLAN_JSON (stdio|http) TARGET...
 
   stdio TARGET... is the server command line; http TARGET is the endpoint URL.
 
-PLAN_JSON is {"elicit": "accept"|"decline"|"cancel"|null, "steps": [...]}, each step one of
+PLAN_JSON is {"elicit": ANSWER, "steps": [...]}, ANSWER being "accept" (with empty content),
+"decline", "cancel", {"action": ..., "content": {...}} or null (no elicitation capability),
+and each step one of
   {"op": "list"}
   {"op": "call", "tool": NAME, "args": {...}, "progress": bool, "cancel_on_progress": bool,
    "meta": {...}}
@@ -111,6 +113,8 @@ async def main():
     elicit = plan.get("elicit")
 
     async def on_elicit(context, params):
+        if isinstance(elicit, dict):
+            return types.ElicitResult(action=elicit["action"], content=elicit.get("content"))
         return types.ElicitResult(action=elicit, content={} if elicit == "accept" else None)
 
     options = {"elicitation_callback": on_elicit} if elicit else {}

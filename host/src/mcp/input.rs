@@ -1,0 +1,254 @@
+//! A paused run put to the MCP client as questions, and the client's answers as the replies
+//! the run resumes with.
+//!
+//! Each pending call becomes a form elicitation keyed by its kind and call id: an approval
+//! (`approval:ID`; accept makes the call, decline denies it, cancel withdraws it) or the reply
+//! to a pausing call (`reply:ID`; the accepted content's `reply` is the call's JSON value). A
+//! client of MCP 2026-07-28 gets them in an input-required result and retries the call with
+//! its answers; an older client is asked on its session. Keys carry everything an answer
+//! needs, so answers are read without the record, on any replica.
+
+use std::collections::BTreeMap;
+
+use codemode_runtime::code::Reply;
+use codemode_runtime::json;
+use rmcp::model::{InputRequiredResult, InputResponses};
+use rmcp::ErrorData as McpError;
+use serde_json::{json, Value};
+
+/// Longest argument preview shown in a question.
+const PREVIEW_CHARS: usize = 400;
+
+/// A pause as `run_code` reports it (`{runId, pending: [{callId, tool, arguments,
+/// approval?}]}`).
+#[derive(Debug)]
+pub(crate) struct Pause {
+    pub(crate) run_id: String,
+    pending: Vec<Pending>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    call_id: String,
+    tool: String,
+    arguments: Value,
+    approval: bool,
+}
+
+/// The pause in a `run_code` result's value, if the run paused.
+pub(crate) fn paused(value: &Value) -> Option<Pause> {
+    let paused = value.get("paused")?;
+    let run_id = paused.get("runId")?.as_str()?.to_owned();
+    let pending = paused
+        .get("pending")?
+        .as_array()?
+        .iter()
+        .map(|call| {
+            Some(Pending {
+                call_id: call.get("callId")?.as_str()?.to_owned(),
+                tool: call.get("tool")?.as_str()?.to_owned(),
+                arguments: call.get("arguments").cloned().unwrap_or(Value::Null),
+                approval: call.get("approval").and_then(Value::as_bool) == Some(true),
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Pause { run_id, pending })
+}
+
+const APPROVAL: &str = "approval:";
+const REPLY: &str = "reply:";
+
+/// The elicitation (`elicitation/create` params) for each pending call, by key.
+pub(crate) fn questions(pause: &Pause) -> BTreeMap<String, Value> {
+    pause
+        .pending
+        .iter()
+        .map(|call| {
+            let mut arguments = json::to_string(&call.arguments);
+            if arguments.chars().count() > PREVIEW_CHARS {
+                arguments = arguments.chars().take(PREVIEW_CHARS).collect::<String>() + "…";
+            }
+            if call.approval {
+                let params = json!({
+                    "mode": "form",
+                    "message": format!("Allow tool \"{}\" with {arguments}?", call.tool),
+                    "requestedSchema": {"type": "object", "properties": {}},
+                });
+                (format!("{APPROVAL}{}", call.call_id), params)
+            } else {
+                let params = json!({
+                    "mode": "form",
+                    "message": format!(
+                        "The program called tool \"{}\" with {arguments}. What does the call return?",
+                        call.tool
+                    ),
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": {"reply": {
+                            "type": "string",
+                            "title": "Reply",
+                            "description": format!("The JSON value tool \"{}\" returns to the program, e.g. {{\"ok\": true}} or \"done\"", call.tool),
+                        }},
+                        "required": ["reply"],
+                    },
+                });
+                (format!("{REPLY}{}", call.call_id), params)
+            }
+        })
+        .collect()
+}
+
+/// The input-required result asking `questions`, with `state` to be echoed on the retry.
+pub(crate) fn input_required(
+    questions: &BTreeMap<String, Value>,
+    state: String,
+) -> Result<InputRequiredResult, McpError> {
+    let requests: serde_json::Map<String, Value> = questions
+        .iter()
+        .map(|(key, params)| {
+            let request = json!({"method": "elicitation/create", "params": params});
+            (key.clone(), request)
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "resultType": "input_required",
+        "inputRequests": requests,
+        "requestState": state,
+    }))
+    .map_err(|e| McpError::internal_error(format!("codemode: {e}"), None))
+}
+
+/// The replies `responses` (elicitation results by key) give the pending calls.
+pub(crate) fn replies(responses: &InputResponses) -> Result<Vec<(String, Reply)>, McpError> {
+    let mut replies = Vec::new();
+    for (key, response) in responses {
+        let refused =
+            |why: &str| McpError::invalid_params(format!("inputResponses[{key:?}]: {why}"), None);
+        let action = response
+            .get("action")
+            .and_then(Value::as_str)
+            .ok_or_else(|| refused("expected an elicitation result, {\"action\": …}"))?;
+        if let Some(call_id) = key.strip_prefix(APPROVAL) {
+            let reply = match action {
+                "accept" => Ok(Value::Bool(true)),
+                "decline" => Ok(Value::Bool(false)),
+                "cancel" => Err("the approval was cancelled".to_owned()),
+                _ => return Err(refused("the action must be accept, decline or cancel")),
+            };
+            replies.push((call_id.to_owned(), reply));
+        } else if let Some(call_id) = key.strip_prefix(REPLY) {
+            let reply = match action {
+                "accept" => {
+                    let text = response
+                        .get("content")
+                        .and_then(|c| c.get("reply"))
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| {
+                            refused("an accepted reply needs content {\"reply\": \"JSON text\"}")
+                        })?;
+                    Ok(json::parse(text.as_bytes()).map_err(|e| {
+                        refused(&format!(
+                            "the reply is not JSON ({e}); quote a string, as in \"\\\"done\\\"\""
+                        ))
+                    })?)
+                }
+                "decline" => Err("the reply was declined".to_owned()),
+                "cancel" => Err("the reply was cancelled".to_owned()),
+                _ => return Err(refused("the action must be accept, decline or cancel")),
+            };
+            replies.push((call_id.to_owned(), reply));
+        } else {
+            return Err(refused("not a question this server asked"));
+        }
+    }
+    Ok(replies)
+}
+
+/// What a client that can be asked nothing gets: the pause, and why it stays one.
+pub(crate) fn unanswerable(pause: &Pause) -> String {
+    let calls: Vec<String> = pause
+        .pending
+        .iter()
+        .map(|call| {
+            let kind = if call.approval {
+                "an approval of"
+            } else {
+                "the reply of"
+            };
+            format!("{kind} tool \"{}\" (call {})", call.tool, call.call_id)
+        })
+        .collect();
+    format!(
+        "the run paused for {}, but this client can be asked neither in an input-required result (MCP 2026-07-28) nor on a session (elicitation); the run stays paused as {} until it expires",
+        calls.join(", "),
+        pause.run_id
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pause() -> Pause {
+        let value = json!({"logs": [], "paused": {"runId": "r", "pending": [
+            {"callId": "1", "tool": "echo", "arguments": {"x": 1}, "approval": true},
+            {"callId": "2", "tool": "lookup", "arguments": {"q": "a"}},
+        ]}});
+        paused(&value).expect("a pause")
+    }
+
+    #[test]
+    fn each_pending_call_is_one_question_and_each_answer_one_reply() {
+        let asked = questions(&pause());
+        assert_eq!(asked.keys().collect::<Vec<_>>(), ["approval:1", "reply:2"]);
+        assert_eq!(
+            asked["approval:1"]["message"],
+            "Allow tool \"echo\" with {\"x\":1}?"
+        );
+        assert_eq!(
+            asked["reply:2"]["requestedSchema"]["required"],
+            json!(["reply"])
+        );
+        let result = input_required(&asked, "state".into()).unwrap();
+        let wire = serde_json::to_value(&result).unwrap();
+        assert_eq!(wire["resultType"], "input_required");
+        assert_eq!(wire["requestState"], "state");
+        assert_eq!(
+            wire["inputRequests"]["reply:2"]["method"],
+            "elicitation/create"
+        );
+
+        let answers = |pairs: Value| -> InputResponses { serde_json::from_value(pairs).unwrap() };
+        let got = replies(&answers(json!({
+            "approval:1": {"action": "decline"},
+            "reply:2": {"action": "accept", "content": {"reply": "{\"n\": [1, \"two\", null]}"}},
+        })))
+        .unwrap();
+        assert_eq!(got[0], ("1".to_owned(), Ok(json!(false))));
+        assert_eq!(got[1], ("2".to_owned(), Ok(json!({"n": [1, "two", null]}))));
+        let got = replies(&answers(
+            json!({"approval:1": {"action": "accept"}, "reply:2": {"action": "cancel"}}),
+        ))
+        .unwrap();
+        assert_eq!(got[0].1, Ok(json!(true)));
+        assert_eq!(got[1].1, Err("the reply was cancelled".to_owned()));
+
+        for (bad, why) in [
+            (
+                json!({"reply:2": {"action": "accept", "content": {"reply": "yes"}}}),
+                "not JSON",
+            ),
+            (json!({"reply:2": {"action": "accept"}}), "needs content"),
+            (
+                json!({"approval:1": {"action": "maybe"}}),
+                "accept, decline or cancel",
+            ),
+            (json!({"other": {"action": "accept"}}), "not a question"),
+            (json!({"approval:1": "yes"}), "an elicitation result"),
+        ] {
+            let refused = replies(&answers(bad)).unwrap_err();
+            assert!(refused.message.contains(why), "{}", refused.message);
+        }
+        assert!(unanswerable(&pause()).contains("an approval of tool \"echo\" (call 1)"));
+    }
+}
