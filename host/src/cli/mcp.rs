@@ -126,6 +126,19 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
         }));
     }
 
+    // A server started again with other tools, or one that said its tools changed: clients
+    // are told of the new list.
+    let mut changes = session.tool_changes();
+    let (registry, policy, refreshed) = (
+        session.registry.clone(),
+        session.policy.clone(),
+        served.clone(),
+    );
+    let refresher = tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            refreshed.tools_changed(permitted_tools(&registry, &policy));
+        }
+    });
     let outcome = match http {
         None => serve_stdio(&served).await,
         Some(setup) => {
@@ -137,6 +150,7 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
             super::http::serve(served.clone(), setup, observed).await
         }
     };
+    refresher.abort();
     session.shutdown().await;
     drop(session);
     match outcome {

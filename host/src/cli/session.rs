@@ -31,7 +31,9 @@ pub struct ToolSession {
     /// The execution tools' runtime, with `--exec`.
     pub exec: Option<Arc<Exec>>,
     guards: Vec<RegistrationGuard>,
-    // Dropped last: the registry's tools hold peers of these servers.
+    /// The upstream servers' tools, kept in step with their lists.
+    registered: mcp::Registered,
+    // Dropped last: the registry's tools hold links to these servers.
     upstreams: Vec<Upstream>,
 }
 
@@ -112,7 +114,6 @@ impl ToolSession {
             tracing::warn!("{failure}; its tools are absent");
         }
         let (registered, notes) = mcp::register(&registry, &upstreams);
-        guards.extend(registered);
         for note in notes {
             tracing::warn!("{note}");
         }
@@ -157,8 +158,15 @@ impl ToolSession {
             policy,
             exec,
             guards,
+            registered,
             upstreams,
         })
+    }
+
+    /// Counts the changes of the upstream servers' tools (a server started again with other
+    /// tools, or one that said its tools changed).
+    pub fn tool_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.registered.changes()
     }
 
     /// Reads each upstream server's name and whether it is up, whenever it is called.

@@ -18,7 +18,7 @@
 //! while the call runs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use codemode_runtime::code::Resume;
@@ -67,10 +67,9 @@ pub struct Presentation {
 /// What every session shares.
 pub struct Served {
     registry: Registry,
-    tools: Vec<Tool>,
-    native: HashSet<String>,
-    /// The SDK's tools, when the description only lists them.
-    discovery: Option<Vec<ToolSchema>>,
+    presentation: Presentation,
+    /// What clients are told, remade when the tools change.
+    listing: RwLock<Arc<Listing>>,
     /// The language programs (and so declarations) are written in.
     language: Language,
     /// The client of each live session, by the session's agent id, for approvals.
@@ -105,14 +104,17 @@ fn tool(name: &str, description: String, input: Value, output: Option<Value>) ->
     serde_json::from_value(tool).ok()
 }
 
-impl Served {
-    /// The shared state for a registry whose `run_code` is installed; `sdk_tools` are the
-    /// tools a program may call (the policy applied).
-    pub fn new(
-        registry: Registry,
-        sdk_tools: Vec<ToolSchema>,
-        presentation: &Presentation,
-    ) -> Arc<Self> {
+/// What clients are told: `run_code` (with the SDK or, past the budget, a list and
+/// `search_tools`) and, with `--mode both`, the tools themselves.
+struct Listing {
+    tools: Vec<Tool>,
+    native: HashSet<String>,
+    /// The SDK's tools, when the description only lists them.
+    discovery: Option<Vec<ToolSchema>>,
+}
+
+impl Listing {
+    fn new(registry: &Registry, sdk_tools: Vec<ToolSchema>, presentation: &Presentation) -> Self {
         let flavor = presentation.flavor;
         let (description, progressive) =
             run_code_description(flavor, &sdk_tools, presentation.sdk_budget);
@@ -167,17 +169,59 @@ impl Served {
                 }
             }
         }
-        Arc::new(Self {
-            registry,
+        Self {
             tools,
             native,
             discovery: progressive.then_some(sdk_tools),
-            language: flavor.language,
+        }
+    }
+}
+
+impl Served {
+    /// The shared state for a registry whose `run_code` is installed; `sdk_tools` are the
+    /// tools a program may call (the policy applied).
+    pub fn new(
+        registry: Registry,
+        sdk_tools: Vec<ToolSchema>,
+        presentation: &Presentation,
+    ) -> Arc<Self> {
+        let listing = Listing::new(&registry, sdk_tools, presentation);
+        Arc::new(Self {
+            registry,
+            presentation: presentation.clone(),
+            listing: RwLock::new(Arc::new(listing)),
+            language: presentation.flavor.language,
             peers: Mutex::new(HashMap::new()),
             readiness: Mutex::new(None),
             session_end: Mutex::new(None),
             pausing: OnceLock::new(),
         })
+    }
+
+    /// Tells clients of another list of tools a program may call (an upstream server's
+    /// changed): what they are told is made again, and every live session gets
+    /// `notifications/tools/list_changed`.
+    pub fn tools_changed(&self, sdk_tools: Vec<ToolSchema>) {
+        let listing = Listing::new(&self.registry, sdk_tools, &self.presentation);
+        *self.listing.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(listing);
+        let peers: Vec<Peer<RoleServer>> = self
+            .peers()
+            .values()
+            .filter_map(Weak::upgrade)
+            .filter_map(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .collect();
+        for peer in peers {
+            tokio::spawn(async move {
+                let _ = peer.notify_tool_list_changed().await;
+            });
+        }
+    }
+
+    fn listing(&self) -> Arc<Listing> {
+        self.listing
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Tells the server that its runs pause into a store (`run_code` was installed with
@@ -208,8 +252,8 @@ impl Served {
     }
 
     /// The tools a client sees.
-    pub fn tools(&self) -> &[Tool] {
-        &self.tools
+    pub fn tools(&self) -> Vec<Tool> {
+        self.listing().tools.clone()
     }
 
     fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<ClientSlot>>> {
@@ -316,7 +360,8 @@ fn call_result(result: &ToolExecutionResult) -> Result<CallToolResult, McpError>
 
 impl Session {
     async fn search(&self, arguments: &Value) -> Result<CallToolResult, McpError> {
-        let tools = self.served.discovery.as_deref().unwrap_or_default();
+        let listing = self.served.listing();
+        let tools = listing.discovery.as_deref().unwrap_or_default();
         let Some(query) = arguments.get("query").and_then(Value::as_str) else {
             return Err(McpError::invalid_params(
                 "search_tools needs a string \"query\"",
@@ -506,28 +551,48 @@ impl Session {
         let execution = self.served.registry.execute(input);
         tokio::pin!(execution);
         let progress = context.meta.get_progress_token();
+        // What the upstream servers this call reaches report, when the client listens.
+        let (_listening, mut upstream) = match progress {
+            Some(_) => {
+                let (listening, messages) = super::progress::listen(&offered);
+                (Some(listening), Some(messages))
+            }
+            None => (None, None),
+        };
         let started = Instant::now();
+        // Progress must grow with each notification.
+        let mut last = 0.0f64;
+        let mut report = |value: f64| {
+            last = value.max(last + 0.001);
+            last
+        };
         let mut ticks =
             tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
         let cancelled = context.ct.clone();
         let result = loop {
-            tokio::select! {
+            let (value, message) = tokio::select! {
                 result = &mut execution => break result,
                 () = cancelled.cancelled(), if !controller.is_aborted() => {
                     controller.abort("cancelled by the client");
+                    continue;
+                }
+                Some(message) = async { upstream.as_mut()?.recv().await }, if upstream.is_some() => {
+                    (started.elapsed().as_secs_f64(), message)
                 }
                 _ = ticks.tick(), if progress.is_some() => {
-                    if let Some(token) = progress.clone() {
-                        let seconds = started.elapsed().as_secs_f64().floor();
-                        let message = if self.served.is_ready() {
-                            format!("running for {seconds}s")
-                        } else {
-                            format!("waiting {seconds}s for the sandbox to be prepared for first use (about ten seconds, once per machine and version)")
-                        };
-                        let param = ProgressNotificationParam::new(token, seconds).with_message(message);
-                        let _ = context.peer.notify_progress(param).await;
-                    }
+                    let seconds = started.elapsed().as_secs_f64().floor();
+                    let message = if self.served.is_ready() {
+                        format!("running for {seconds}s")
+                    } else {
+                        format!("waiting {seconds}s for the sandbox to be prepared for first use (about ten seconds, once per machine and version)")
+                    };
+                    (seconds, message)
                 }
+            };
+            if let Some(token) = progress.clone() {
+                let param =
+                    ProgressNotificationParam::new(token, report(value)).with_message(message);
+                let _ = context.peer.notify_progress(param).await;
             }
         };
         if let Some(resumptions) = resumptions {
@@ -539,7 +604,11 @@ impl Session {
 
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("codemode", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "Call `run_code` with a {} program that calls the tools its description declares; only what the program prints or returns comes back.",
@@ -552,7 +621,7 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.served.tools.clone()))
+        Ok(ListToolsResult::with_all_items(self.served.tools()))
     }
 
     async fn call_tool(
@@ -569,9 +638,10 @@ impl ServerHandler for Session {
             return self.run_code(request, &context).await;
         }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let result = if name == SEARCH_TOOLS_NAME && self.served.discovery.is_some() {
+        let listing = self.served.listing();
+        let result = if name == SEARCH_TOOLS_NAME && listing.discovery.is_some() {
             self.search(&arguments).await?
-        } else if self.served.native.contains(&name) {
+        } else if listing.native.contains(&name) {
             call_result(&*self.execute(name, arguments, &context, None).await)?
         } else {
             return Err(McpError::invalid_params(

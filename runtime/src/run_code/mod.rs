@@ -100,6 +100,12 @@ pub fn is_sub_call_id(call_id: &str) -> bool {
     call_id.contains(SUB_CALL_MARK)
 }
 
+/// The id of the call the agent made that `call_id` belongs to: its own, or for a program's
+/// call, its `run_code` call's.
+pub fn root_call_id(call_id: &str) -> &str {
+    call_id.split(SUB_CALL_MARK).next().unwrap_or(call_id)
+}
+
 /// Resumptions the host offers to `run_code` calls by call id: a `run_code` call whose id has
 /// one continues that paused run (its `code` is then unused). Only the host offers them; the
 /// model-facing schema is unchanged.

@@ -11,6 +11,7 @@ and each step one of
   {"op": "call", "tool": NAME, "args": {...}, "progress": bool, "cancel_on_progress": bool,
    "meta": {...}}
   {"op": "concurrent", "calls": [{"tool": NAME, "args": {...}}, ...]}
+  {"op": "notifications"} (the methods of the server's notifications so far, progress aside)
 A plan's "headers" (http only) go with every request. The answer, printed as one JSON line, is the list of step results. A call's result is
 {"isError", "text", "structured", "images", "progress", "error"?}; a call that raised is
 {"error": message}. A call with "cancel_on_progress" is cancelled when the server first reports
@@ -73,6 +74,15 @@ async def call(session, step):
         return {"error": str(error)}
 
 
+NOTIFICATIONS = []
+
+
+async def on_message(message):
+    method = getattr(getattr(message, "root", message), "method", None)
+    if method and method != "notifications/progress":
+        NOTIFICATIONS.append(method)
+
+
 async def run_steps(session, plan):
     answers = []
     for step in plan["steps"]:
@@ -91,6 +101,8 @@ async def run_steps(session, plan):
             )
         elif op == "call":
             answers.append(await call(session, step))
+        elif op == "notifications":
+            answers.append(list(NOTIFICATIONS))
         elif op == "concurrent":
             results = [None] * len(step["calls"])
 
@@ -117,7 +129,9 @@ async def main():
             return types.ElicitResult(action=elicit["action"], content=elicit.get("content"))
         return types.ElicitResult(action=elicit, content={} if elicit == "accept" else None)
 
-    options = {"elicitation_callback": on_elicit} if elicit else {}
+    options = {"message_handler": on_message}
+    if elicit:
+        options["elicitation_callback"] = on_elicit
     if transport == "stdio":
         # The whole environment: the SDK otherwise passes only a few variables on.
         server = StdioServerParameters(command=target[0], args=target[1:], env=dict(os.environ))

@@ -1,0 +1,53 @@
+//! Progress of a call that reaches upstream servers, passed back to the client that made it.
+//!
+//! The server (`server.rs`) opens a route for each call whose client asked for progress, under
+//! the call's id; a program's calls of upstream tools (`upstream/call.rs`) find it from their
+//! own ids (`<call id>:code:<n>`) and send it what their servers report. Routes live in this
+//! process only, for as long as their call runs.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use codemode_runtime::run_code::root_call_id;
+use tokio::sync::mpsc;
+
+type Routes = Mutex<HashMap<String, mpsc::UnboundedSender<String>>>;
+
+fn routes() -> &'static Routes {
+    static ROUTES: OnceLock<Routes> = OnceLock::new();
+    ROUTES.get_or_init(Routes::default)
+}
+
+fn lock() -> std::sync::MutexGuard<'static, HashMap<String, mpsc::UnboundedSender<String>>> {
+    // Every critical section is one map operation: a panic cannot leave the map half-made.
+    routes().lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The messages of the upstream calls made on behalf of `call_id`, while the guard lives.
+pub(crate) fn listen(call_id: &str) -> (Listening, mpsc::UnboundedReceiver<String>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    lock().insert(call_id.to_owned(), tx);
+    (
+        Listening {
+            call_id: call_id.to_owned(),
+        },
+        rx,
+    )
+}
+
+/// Where the progress of a call made on behalf of `call_id` (a program's call, or the call
+/// itself) goes, if its client listens.
+pub(crate) fn sender_for(call_id: &str) -> Option<mpsc::UnboundedSender<String>> {
+    lock().get(root_call_id(call_id)).cloned()
+}
+
+/// Keeps a route open.
+pub(crate) struct Listening {
+    call_id: String,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        lock().remove(&self.call_id);
+    }
+}
