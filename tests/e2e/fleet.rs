@@ -29,8 +29,8 @@ impl Drop for Replica {
 }
 
 fn replica(s3: &S3Server, unused_state: &Path) -> Replica {
-    let mut child = Command::new(codemode_binary())
-        .args(["mcp", "--http", "127.0.0.1:0", "--stateless", "--builtins"])
+    let mut command = stateless();
+    command
         .args(["--ask", "echo", "--pause-on", "read_file"])
         .args(["--state", "s3://fleet/paused"])
         .env("AWS_ENDPOINT", &s3.endpoint)
@@ -39,7 +39,20 @@ fn replica(s3: &S3Server, unused_state: &Path) -> Replica {
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "us-east-1")
         .env("CODEMODE_STATE_KEY", KEY)
-        .env("CODEMODE_STATE_DIR", unused_state)
+        .env("CODEMODE_STATE_DIR", unused_state);
+    serve(command)
+}
+
+/// `codemode mcp --http 127.0.0.1:0 --stateless --builtins`, to be given more.
+fn stateless() -> Command {
+    let mut command = Command::new(codemode_binary());
+    command.args(["mcp", "--http", "127.0.0.1:0", "--stateless", "--builtins"]);
+    command
+}
+
+/// Starts `command` and waits for the address it serves at.
+fn serve(mut command: Command) -> Replica {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -158,6 +171,32 @@ fn approvals_and_pauses_resume_on_any_replica_of_a_stateless_fleet() {
     assert!(
         !unused.exists(),
         "nothing was kept outside the shared store"
+    );
+}
+
+#[test]
+fn an_older_client_is_served_request_by_request() {
+    // The official client's 2025-11-25 session: `initialize`, then each request on its own.
+    let server = serve(stateless());
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/mcp/drive.py");
+    let plan = json!({"steps": [
+        {"op": "list"},
+        {"op": "call", "tool": "run_code", "args": {"code": "return await tools.echo({ old: true });", "description": "Older client"}},
+    ]});
+    let out = Command::new("python3")
+        .arg(driver)
+        .arg(plan.to_string())
+        .args(["http", &server.url])
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let answers: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(answers[0][0]["name"], "run_code", "{answers}");
+    assert_eq!(
+        answers[1]["structured"]["result"],
+        json!({"old": true}),
+        "{answers}"
     );
 }
 

@@ -306,16 +306,15 @@ mod tests {
 
         let config = r#"{"mcpServers": {"remote": {"url": "https://mcp.example.com/mcp", "headers": {"X-Plain": "v"}}, "local": {"command": "srv", "args": ["a"]}}}"#;
         let specs = UpstreamSpec::from_config(config).unwrap();
+        let named = |name: &str| &specs.iter().find(|s| s.name == name).unwrap().transport;
         assert_eq!(
-            specs[1].transport,
-            Transport::Url {
+            named("remote"),
+            &Transport::Url {
                 url: "https://mcp.example.com/mcp".into(),
                 headers: BTreeMap::from([("X-Plain".into(), "v".into())]),
             }
         );
-        assert!(
-            matches!(&specs[0].transport, Transport::Command { command, .. } if command == "srv")
-        );
+        assert!(matches!(named("local"), Transport::Command { command, .. } if command == "srv"));
         for (bad, why) in [
             (
                 r#"{"mcpServers": {"r": {"url": "ftp://x"}}}"#,
