@@ -260,6 +260,44 @@ pub fn codemode_binary() -> PathBuf {
     cli
 }
 
+/// A child process killed and reaped when dropped, so that a failing test leaves none behind.
+pub struct Reaped(pub std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The URL a `codemode mcp --http` child announces on its piped stderr
+/// (`http://HOST:PORT/mcp`), with the whole line it was on; the rest of its stderr is drained
+/// on a thread, so the child never blocks on a full pipe.
+pub fn announced_url(child: &mut std::process::Child) -> (String, String) {
+    use std::io::{BufRead, BufReader};
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let mut lines = BufReader::new(stderr).lines();
+    let found = loop {
+        let line = lines
+            .next()
+            .expect("codemode mcp prints its address")
+            .expect("stderr is text");
+        if let Some(at) = line.find("http://") {
+            break (line[at..].trim().to_owned(), line);
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    found
+}
+
+/// The socket address in a URL [`announced_url`] gave.
+pub fn url_address(url: &str) -> std::net::SocketAddr {
+    let rest = url.strip_prefix("http://").expect("an http URL");
+    rest[..rest.find('/').expect("an address and a path")]
+        .parse()
+        .expect("a socket address")
+}
+
 /// Runs `command` with `stdin` written to its standard input, and collects its exit status,
 /// standard output and standard error. A command that exits before reading its input (a CLI
 /// refusing its arguments) closes the pipe under the write; that is expected, and the status

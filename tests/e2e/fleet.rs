@@ -4,40 +4,28 @@
 //! replica. Approvals and pausing calls come back as input-required results and resume on
 //! whichever replica receives the answer, also after the replica that asked was killed.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
-use codemode_e2e::{codemode_binary, temp_dir};
+use codemode_e2e::{announced_url, codemode_binary, temp_dir, Reaped};
 use serde_json::{json, Value};
 
 use crate::durable::s3::S3Server;
 
 const KEY: &str = "the fleet's one state key, 32 bytes or more";
 
-/// A `codemode mcp` process and the URL it serves at; killed on drop.
+/// A `codemode mcp` process (killed on drop) and the URL it serves at.
 struct Replica {
-    child: Child,
+    child: Reaped,
     url: String,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn replica(s3: &S3Server, unused_state: &Path) -> Replica {
     let mut command = stateless();
+    s3.serve(&mut command);
     command
         .args(["--ask", "echo", "--pause-on", "read_file"])
         .args(["--state", "s3://fleet/paused"])
-        .env("AWS_ENDPOINT", &s3.endpoint)
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
         .env("CODEMODE_STATE_KEY", KEY)
         .env("CODEMODE_STATE_DIR", unused_state);
     serve(command)
@@ -58,20 +46,12 @@ fn serve(mut command: Command) -> Replica {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn codemode mcp");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("codemode mcp prints its address")
-            .expect("its stderr reads");
-        if let Some(at) = line.find("http://") {
-            assert!(line.contains("(stateless)"), "{line}");
-            break line[at..].trim().to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Replica { child, url }
+    let (url, line) = announced_url(&mut child);
+    assert!(line.contains("(stateless)"), "{line}");
+    Replica {
+        child: Reaped(child),
+        url,
+    }
 }
 
 #[test]
@@ -82,7 +62,7 @@ fn approvals_and_pauses_resume_on_any_replica_of_a_stateless_fleet() {
     let replicas: Vec<Replica> = (0..3).map(|_| replica(&s3, &unused)).collect();
     let list: Vec<Value> = replicas
         .iter()
-        .map(|r| json!({"url": r.url, "pid": r.child.id()}))
+        .map(|r| json!({"url": r.url, "pid": r.child.0.id()}))
         .collect();
     let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/fleet/fleet.py");
     let out = Command::new("python3")

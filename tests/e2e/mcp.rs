@@ -4,11 +4,10 @@
 //! behind `codemode run`; and `codemode mcp` driven by the official Python client
 //! (`tests/e2e/mcp/drive.py`) over stdio and streamable HTTP. `.ci/run` installs all of them.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use codemode_e2e::{codemode_binary as binary, output_with_stdin, temp_dir};
+use codemode_e2e::{announced_url, codemode_binary as binary, output_with_stdin, temp_dir};
 use serde_json::{json, Value};
 
 mod upstreams;
@@ -479,18 +478,7 @@ fn http_server(args: &[&str]) -> (Child, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn codemode mcp");
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("codemode mcp prints its address")
-            .unwrap();
-        if let Some(at) = line.find("http://") {
-            break line[at..].trim().to_owned();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let (url, _) = announced_url(&mut child);
     (child, url)
 }
 

@@ -4,27 +4,22 @@
 //! and a session cap (503) with idle sessions expiring. Each test runs a real server on
 //! loopback and speaks HTTP/1.1 to it over plain sockets.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use codemode_e2e::{codemode_binary as binary, temp_dir, TempDir};
+use codemode_e2e::{
+    announced_url, codemode_binary as binary, temp_dir, url_address, Reaped, TempDir,
+};
 
 const TOKEN: &str = "4f1c0d6e9b2a7c5e8d3f1a0b";
 
 /// A running `codemode mcp --http 127.0.0.1:0`, killed when dropped.
 struct Server {
-    child: Child,
+    child: Reaped,
     addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -41,25 +36,15 @@ impl Server {
             command.env(name, value);
         }
         let mut child = command.spawn().expect("spawn codemode mcp");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("codemode mcp prints its address")
-                .expect("stderr is text");
-            if let Some(at) = line.find("http://") {
-                let rest = &line[at + "http://".len()..];
-                let end = rest.find('/').expect("an address and a path");
-                break rest[..end].parse().expect("a socket address");
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        Self { child, addr }
+        let addr = url_address(&announced_url(&mut child).0);
+        Self {
+            child: Reaped(child),
+            addr,
+        }
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.0.id()
     }
 }
 

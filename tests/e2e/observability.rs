@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use codemode_e2e::{codemode_binary as binary, is_run_id, output_with_stdin, temp_dir};
+use codemode_e2e::{
+    announced_url, codemode_binary as binary, is_run_id, output_with_stdin, temp_dir, url_address,
+};
 use serde_json::{json, Value};
 
 const TOKEN: &str = "observability-token-0123456789";
@@ -377,20 +379,7 @@ impl HttpServer {
             command.env(name, value);
         }
         let mut child = command.spawn().expect("spawn codemode mcp");
-        let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("codemode mcp prints its address")
-                .expect("text");
-            if let Some(at) = line.find("http://") {
-                let rest = &line[at + "http://".len()..];
-                break rest[..rest.find('/').expect("a path")]
-                    .parse()
-                    .expect("an address");
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
+        let addr = url_address(&announced_url(&mut child).0);
         Self {
             process: Running(child),
             addr,

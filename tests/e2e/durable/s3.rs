@@ -28,7 +28,7 @@ run_simple(sys.argv[1], int(sys.argv[2]), one_at_a_time, threaded=True, request_
 /// one bucket; killed on drop. Its log goes to `log`.
 pub(crate) struct S3Server {
     child: std::process::Child,
-    pub(crate) endpoint: String,
+    endpoint: String,
 }
 
 impl S3Server {
@@ -88,6 +88,18 @@ impl S3Server {
     }
 }
 
+impl S3Server {
+    /// Points `command`'s S3 client at this server.
+    pub(crate) fn serve(&self, command: &mut Command) {
+        command
+            .env("AWS_ENDPOINT", &self.endpoint)
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1");
+    }
+}
+
 impl Drop for S3Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -103,14 +115,10 @@ fn runs_kept_in_an_s3_store_resume_in_other_processes_exactly_once() {
     let program = program.as_str();
     let codemode = |args: &[&str]| {
         let mut command = Command::new(codemode_binary());
+        server.serve(&mut command);
         command
             .args(args)
             .args(["--state", "s3://paused-runs/fleet/one"])
-            .env("AWS_ENDPOINT", &server.endpoint)
-            .env("AWS_ALLOW_HTTP", "true")
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_REGION", "us-east-1")
             .env(
                 "CODEMODE_STATE_KEY",
                 "a fleet's shared key, at least 32 bytes",

@@ -109,17 +109,10 @@ fn an_upstream_servers_progress_reaches_the_client_of_the_call() {
     );
 }
 
-/// `fixtures/mcp-servers/fragile.py` over streamable HTTP on a free port; killed on drop.
+/// `fixtures/mcp-servers/fragile.py` over streamable HTTP on a free port (killed on drop).
 struct HttpUpstream {
-    child: Child,
+    _child: codemode_e2e::Reaped,
     url: String,
-}
-
-impl Drop for HttpUpstream {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn http_upstream() -> HttpUpstream {
@@ -144,7 +137,7 @@ fn http_upstream() -> HttpUpstream {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     HttpUpstream {
-        child,
+        _child: codemode_e2e::Reaped(child),
         url: format!("http://127.0.0.1:{port}/mcp"),
     }
 }
