@@ -24,7 +24,14 @@ fn replica(s3: &S3Server, unused_state: &Path) -> Replica {
     let mut command = stateless();
     s3.serve(&mut command);
     command
-        .args(["--ask", "echo", "--pause-on", "read_file"])
+        .args([
+            "--ask",
+            "echo",
+            "--pause-on",
+            "read_file",
+            "--task-after-ms",
+            "300",
+        ])
         .args(["--state", "s3://fleet/paused"])
         .env("CODEMODE_STATE_KEY", KEY)
         .env("CODEMODE_STATE_DIR", unused_state);
@@ -151,6 +158,91 @@ fn approvals_and_pauses_resume_on_any_replica_of_a_stateless_fleet() {
     assert!(
         !unused.exists(),
         "nothing was kept outside the shared store"
+    );
+
+    let alive: Vec<&Replica> = replicas
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !dead.iter().any(|d| d.as_u64() == Some(*i as u64)))
+        .map(|(_, r)| r)
+        .collect();
+    tasks_across(&alive);
+}
+
+/// Calls that outlive the threshold become tasks, which any replica reports, cancels and
+/// resumes: `tests/e2e/fleet/tasks.py` speaks the tasks extension over HTTP.
+fn tasks_across(replicas: &[&Replica]) {
+    let urls: Vec<&str> = replicas.iter().map(|r| r.url.as_str()).collect();
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/fleet/tasks.py");
+    let out = Command::new("python3")
+        .arg(driver)
+        .arg(json!(urls).to_string())
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| {
+            panic!(
+                "{e}: {}\nstdout: {stdout}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+
+    // A quick call is answered, not made a task.
+    assert_eq!(
+        report["quick"]["answer"]["structuredContent"]["result"], 1,
+        "{report}"
+    );
+    let completed = &report["completed"];
+    assert_eq!(completed["created"]["resultType"], "task", "{report}");
+    assert_eq!(completed["created"]["status"], "working");
+    assert_eq!(completed["task"]["status"], "completed", "{report}");
+    assert_eq!(
+        completed["task"]["result"]["structuredContent"]["result"],
+        "late"
+    );
+    let polled = completed["polled"].as_array().expect("replicas polled");
+    assert!(
+        polled.iter().any(|r| r != &completed["asked_on"]),
+        "another replica answered: {completed}"
+    );
+
+    let cancelled = &report["cancelled"];
+    assert_ne!(cancelled["cancelled_on"], cancelled["asked_on"]);
+    assert_eq!(cancelled["answer"]["resultType"], "complete", "{cancelled}");
+    assert_eq!(cancelled["after"]["status"], "cancelled", "{cancelled}");
+    assert_eq!(
+        cancelled["later"]["status"], "cancelled",
+        "the run's end does not undo it"
+    );
+    assert!(
+        cancelled["again"]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("already ended (cancelled)")),
+        "{cancelled}"
+    );
+
+    let input = &report["input"];
+    assert_eq!(input["waiting"]["status"], "input_required", "{input}");
+    assert!(
+        input["waiting"]["inputRequests"]["approval:1"].is_object(),
+        "{input}"
+    );
+    assert!(
+        input["waiting"].get("requestState").is_none(),
+        "codemode's own"
+    );
+    assert_ne!(input["updated_on"], input["asked_on"]);
+    assert_eq!(input["task"]["status"], "completed", "{input}");
+    assert_eq!(
+        input["task"]["result"]["structuredContent"]["result"],
+        json!({"ask": 1})
+    );
+    assert!(
+        report["unknown"]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no task 000")),
+        "{report}"
     );
 }
 

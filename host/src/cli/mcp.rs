@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use codemode_host::mcp::server::{
-    permitted_tools, ElicitApproval, Presentation, Served, ServedPausing,
+    permitted_tools, ElicitApproval, Presentation, Served, ServedPausing, ServedTasks,
 };
 use codemode_runtime::run_code::TYPESCRIPT_FLAVOR;
 use codemode_runtime::tools::ToolMode;
@@ -41,7 +41,8 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
     }
     // A stateless server cannot ask on a session: its approvals pause, like --pause-on-ask.
     let approvals_pause = !args.tools.ask.is_empty() && (args.pause.pause_on_ask || args.stateless);
-    let pausing = if args.pause.pause_on.is_empty() && !approvals_pause {
+    let pauses = !args.pause.pause_on.is_empty() || approvals_pause;
+    let pausing = if !pauses && args.task_after_ms.is_none() {
         None
     } else {
         match Pausing::open(&args.pause, &[]) {
@@ -62,6 +63,13 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
         resumptions: p.resumptions.clone(),
         approvals: approvals_pause,
     });
+    let served_tasks = pausing
+        .as_ref()
+        .zip(args.task_after_ms)
+        .map(|(p, ms)| ServedTasks {
+            durability: p.durability.clone(),
+            after: std::time::Duration::from_millis(ms),
+        });
     // Server-wide limits of the execution tools, across every session.
     let mut exec = codemode_exec::ExecConfig::default();
     let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
@@ -115,6 +123,9 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
     served.preparing(readiness.clone());
     if let Some(pausing) = served_pausing {
         served.keep_paused_runs(pausing);
+    }
+    if let Some(tasks) = served_tasks {
+        served.run_tasks(tasks);
     }
     if let Some(exec) = session.exec.clone() {
         // A client's jobs and terminals end with its session.

@@ -262,6 +262,12 @@ pub struct McpArgs {
     /// live in one process.
     #[arg(long, requires = "http")]
     pub stateless: bool,
+    /// A `run_code` call of a client that declared the MCP tasks extension, still running
+    /// after this many milliseconds, is answered with a task; its status and result are kept
+    /// in the state store (--state), so that tasks/get, tasks/update and tasks/cancel work on
+    /// any replica.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    pub task_after_ms: Option<u64>,
     #[command(flatten)]
     pub pause: PauseArgs,
     #[command(flatten)]

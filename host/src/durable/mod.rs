@@ -10,6 +10,7 @@
 //! its tag, build and bounds, claims it (a run is resumed at most once), restores a fresh
 //! instance and delivers the answers.
 
+mod document;
 pub(crate) mod globals;
 mod key;
 pub(crate) mod memory;
@@ -29,7 +30,7 @@ pub use key::KEY_ENV;
 pub use object::ObjectStateStore;
 pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};
 pub use reference::ReferenceError;
-pub use store::{Cutoffs, LocalStore, StateStore, StoreError, Swept};
+pub use store::{Cutoffs, LocalStore, StateStore, StoreError, Swept, MAX_TASK_BYTES};
 
 /// Why a state store cannot be used for durable runs.
 #[derive(Debug, thiserror::Error)]
@@ -224,6 +225,41 @@ impl Durability {
     pub fn reference(&self, run_id: &str) -> String {
         let expires = unix_ms(std::time::SystemTime::now() + self.ttl);
         reference::seal(self.key.bytes(), run_id, expires)
+    }
+
+    /// Keeps `task` (a JSON document) as task `task_id`'s, tagged under the key, for any
+    /// process sharing the store.
+    pub async fn keep_task(&self, task_id: &str, task: &serde_json::Value) -> Result<(), String> {
+        let sealed = document::seal(self.key.bytes(), task_id, task);
+        self.store.put_task(task_id, sealed).await.map_err(|e| {
+            format!(
+                "could not keep task {task_id} in {}: {e}",
+                self.store.describe()
+            )
+        })
+    }
+
+    /// Task `task_id`'s document, if kept; refused unless its tag verifies.
+    pub async fn task(&self, task_id: &str) -> Result<Option<serde_json::Value>, String> {
+        if !key::is_run_id(task_id) {
+            return Err(format!("\"{}\" is not a task id", task_id.escape_debug()));
+        }
+        let Some(bytes) = self
+            .store
+            .get_task(task_id)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(None);
+        };
+        document::open(self.key.bytes(), task_id, &bytes)
+            .map(Some)
+            .map_err(|why| format!("the document of task {task_id} is refused: {why}"))
+    }
+
+    /// How long records, marks and tasks are kept.
+    pub fn time_to_live(&self) -> Duration {
+        self.ttl
     }
 
     /// The run a [`Durability::reference`] names, once its tag and expiry are checked.

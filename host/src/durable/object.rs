@@ -20,7 +20,7 @@ use std::time::SystemTime;
 /// Written at the end of each sweep; its modification time is the sweep's.
 const SWEPT: &str = "swept";
 
-use super::store::{too_large, Cutoffs, Kept, StateStore, StoreError, Swept};
+use super::store::{too_large, Cutoffs, Kept, StateStore, StoreError, Swept, MAX_TASK_BYTES};
 use super::DurabilityError;
 
 /// Records as objects `<prefix>/runs/<id>.run`, consumed marks (holding the claimed record's
@@ -97,6 +97,44 @@ fn failed(what: &str, path: &Path, error: object_store::Error) -> StoreError {
     StoreError(format!("cannot {what} {path}: {error}"))
 }
 
+impl ObjectStateStore {
+    /// The object at `path` when it is within `max_bytes` (refused from the size its response
+    /// announces, before the body is downloaded).
+    async fn fetch(
+        &self,
+        path: Path,
+        run_id: String,
+        max_bytes: u64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let found = match self.store.get(&path).await {
+            Ok(found) => found,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(failed("read", &path, e)),
+        };
+        // The size comes with the response's headers: a record over the cap is refused
+        // before its body is downloaded (dropping the stream closes the connection).
+        let at = format!("s3://{}/{path}", self.bucket);
+        if found.meta.size > max_bytes {
+            return Err(too_large(&run_id, &at, found.meta.size, max_bytes));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(found.meta.size).unwrap_or(0));
+        let mut body = found.into_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| failed("read", &path, e))?;
+            if (bytes.len() + chunk.len()) as u64 > max_bytes {
+                return Err(too_large(
+                    &run_id,
+                    &at,
+                    (bytes.len() + chunk.len()) as u64,
+                    max_bytes,
+                ));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(Some(bytes))
+    }
+}
+
 impl StateStore for ObjectStateStore {
     fn describe(&self) -> String {
         self.url.clone()
@@ -118,36 +156,23 @@ impl StateStore for ObjectStateStore {
         run_id: &str,
         max_bytes: u64,
     ) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
-        let path = self.path(run_id, "run");
-        let run_id = run_id.to_owned();
+        Box::pin(self.fetch(self.path(run_id, "run"), run_id.to_owned(), max_bytes))
+    }
+
+    fn put_task(&self, task_id: &str, document: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {
+        let path = self.key(&format!("tasks/{task_id}.task"));
         Box::pin(async move {
-            let found = match self.store.get(&path).await {
-                Ok(found) => found,
-                Err(object_store::Error::NotFound { .. }) => return Ok(None),
-                Err(e) => return Err(failed("read", &path, e)),
-            };
-            // The size comes with the response's headers: a record over the cap is refused
-            // before its body is downloaded (dropping the stream closes the connection).
-            let at = format!("s3://{}/{path}", self.bucket);
-            if found.meta.size > max_bytes {
-                return Err(too_large(&run_id, &at, found.meta.size, max_bytes));
-            }
-            let mut bytes = Vec::with_capacity(usize::try_from(found.meta.size).unwrap_or(0));
-            let mut body = found.into_stream();
-            while let Some(chunk) = body.next().await {
-                let chunk = chunk.map_err(|e| failed("read", &path, e))?;
-                if (bytes.len() + chunk.len()) as u64 > max_bytes {
-                    return Err(too_large(
-                        &run_id,
-                        &at,
-                        (bytes.len() + chunk.len()) as u64,
-                        max_bytes,
-                    ));
-                }
-                bytes.extend_from_slice(&chunk);
-            }
-            Ok(Some(bytes))
+            self.store
+                .put(&path, PutPayload::from(document))
+                .await
+                .map(drop)
+                .map_err(|e| failed("write", &path, e))
         })
+    }
+
+    fn get_task(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+        let path = self.key(&format!("tasks/{task_id}.task"));
+        Box::pin(self.fetch(path, task_id.to_owned(), MAX_TASK_BYTES))
     }
 
     fn claim(&self, run_id: &str, identity: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
@@ -202,29 +227,11 @@ impl StateStore for ObjectStateStore {
     }
 
     fn sweep(&self, cutoffs: Cutoffs) -> BoxFuture<'_, Result<Swept, StoreError>> {
-        let runs = self.key("runs");
         Box::pin(async move {
             let mut swept = Swept::default();
-            let mut listed = self.store.list(Some(&runs));
-            while let Some(meta) = listed.next().await {
-                let meta = meta.map_err(|e| failed("list", &runs, e))?;
-                let Some(kind) = meta
-                    .location
-                    .filename()
-                    .and_then(Kept::of_run_file)
-                    .filter(|k| k.is_past(SystemTime::from(meta.last_modified), &cutoffs))
-                else {
-                    continue;
-                };
-                // Only the store's own names directly under runs/, never deeper.
-                if meta.location.prefix_match(&runs).map(|rest| rest.count()) != Some(1) {
-                    continue;
-                }
-                match self.store.delete(&meta.location).await {
-                    Ok(()) => swept.count(kind),
-                    Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(failed("remove", &meta.location, e)),
-                }
+            for folder in ["runs", "tasks"] {
+                self.sweep_folder(&self.key(folder), &cutoffs, &mut swept)
+                    .await?;
             }
             let marker = self.key(SWEPT);
             self.store
@@ -233,5 +240,38 @@ impl StateStore for ObjectStateStore {
                 .map_err(|e| failed("write", &marker, e))?;
             Ok(swept)
         })
+    }
+}
+
+impl ObjectStateStore {
+    /// Drops the store's own objects directly under `runs` that are past `cutoffs`.
+    async fn sweep_folder(
+        &self,
+        runs: &Path,
+        cutoffs: &Cutoffs,
+        swept: &mut Swept,
+    ) -> Result<(), StoreError> {
+        let mut listed = self.store.list(Some(runs));
+        while let Some(meta) = listed.next().await {
+            let meta = meta.map_err(|e| failed("list", runs, e))?;
+            let Some(kind) = meta
+                .location
+                .filename()
+                .and_then(Kept::of_run_file)
+                .filter(|k| k.is_past(SystemTime::from(meta.last_modified), cutoffs))
+            else {
+                continue;
+            };
+            // Only the store's own names directly under the folder, never deeper.
+            if meta.location.prefix_match(runs).map(|rest| rest.count()) != Some(1) {
+                continue;
+            }
+            match self.store.delete(&meta.location).await {
+                Ok(()) => swept.count(kind),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(failed("remove", &meta.location, e)),
+            }
+        }
+        Ok(())
     }
 }

@@ -39,6 +39,10 @@ pub trait StateStore: Send + Sync {
     fn claimed(&self, run_id: &str) -> BoxFuture<'_, Result<bool, StoreError>>;
     /// Drops run `run_id`'s record (its consumed mark stays).
     fn remove(&self, run_id: &str) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// Keeps `document` as task `task_id`'s, replacing the one kept before.
+    fn put_task(&self, task_id: &str, document: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// Task `task_id`'s document, if kept; one larger than [`MAX_TASK_BYTES`] is refused.
+    fn get_task(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>>;
     /// When a sweep last ran on this store, by any process sharing it.
     fn last_sweep(&self) -> BoxFuture<'_, Result<Option<SystemTime>, StoreError>>;
     /// Drops the records and consumed marks last written before their `cutoffs` (and what
@@ -46,6 +50,10 @@ pub trait StateStore: Send + Sync {
     /// [`StateStore::last_sweep`]. Only names the store itself writes are touched.
     fn sweep(&self, cutoffs: Cutoffs) -> BoxFuture<'_, Result<Swept, StoreError>>;
 }
+
+/// The most bytes a task's document may take: its result is a `run_code` result, which its
+/// output budget bounds far below this.
+pub const MAX_TASK_BYTES: u64 = 256 << 20;
 
 /// What a sweep drops: whatever was last written before its kind's cutoff.
 #[derive(Debug, Clone, Copy)]
@@ -73,18 +81,22 @@ pub(crate) enum Kept {
 }
 
 impl Kept {
-    /// A name under `runs/`: `<id>.run`, a mark of earlier versions `<id>.resumed`, or an
-    /// interrupted write's `<id>.run.<pid>.tmp`.
+    /// A name under `runs/` or `tasks/`: `<id>.run`, a task's `<id>.task`, a mark of earlier
+    /// versions `<id>.resumed`, or an interrupted write's `<id>.run.<pid>.tmp` (or
+    /// `.task.<pid>.tmp`). A task counts as a record: it lives as long.
     pub(crate) fn of_run_file(name: &str) -> Option<Self> {
         let (id, rest) = name.split_once('.')?;
         if !is_run_id(id) {
             return None;
         }
         match rest {
-            "run" => Some(Kept::Record),
+            "run" | "task" => Some(Kept::Record),
             "resumed" => Some(Kept::Mark),
             _ => {
-                let pid = rest.strip_prefix("run.")?.strip_suffix(".tmp")?;
+                let pid = rest
+                    .strip_prefix("run.")
+                    .or_else(|| rest.strip_prefix("task."))?
+                    .strip_suffix(".tmp")?;
                 (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(Kept::Record)
             }
         }
@@ -127,6 +139,7 @@ pub struct LocalStore {
 
 const RUNS: &str = "runs";
 const CONSUMED: &str = "consumed";
+const TASKS: &str = "tasks";
 /// Written at the end of each sweep; its modification time is the sweep's.
 const SWEPT: &str = "swept";
 
@@ -191,44 +204,49 @@ pub(crate) fn too_large(run_id: &str, at: &str, bytes: u64, max_bytes: u64) -> S
     ))
 }
 
-impl StateStore for LocalStore {
-    fn describe(&self) -> String {
-        self.dir.display().to_string()
-    }
-
-    fn put(&self, run_id: &str, record: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {
+impl LocalStore {
+    /// Writes `bytes` as `sub/name`: under a new name, then renamed into place, so that a
+    /// reader sees the whole file or none.
+    async fn write(
+        &self,
+        sub: &'static str,
+        name: String,
+        bytes: Vec<u8>,
+    ) -> Result<(), StoreError> {
         let store = self.clone();
-        let name = format!("{run_id}.run");
-        Box::pin(blocking(move || {
-            let runs = store.sub(RUNS, true)?.ok_or_else(|| store.vanished())?;
-            // A new name per write, renamed into place: a reader sees the whole record or none.
+        blocking(move || {
+            let dir = store.sub(sub, true)?.ok_or_else(|| store.vanished())?;
             let tmp = format!("{name}.{}.tmp", std::process::id());
-            let _ = runs.remove(&tmp);
-            let written = runs
+            let _ = dir.remove(&tmp);
+            let written = dir
                 .create_new(&tmp, 0o600)
-                .and_then(|mut f| f.write_all(&record).and_then(|()| f.sync_all()))
-                .and_then(|()| runs.rename(&tmp, &name))
-                .and_then(|()| runs.sync());
+                .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.sync_all()))
+                .and_then(|()| dir.rename(&tmp, &name))
+                .and_then(|()| dir.sync());
             if let Err(error) = written {
-                let _ = runs.remove(&tmp);
-                return Err(io_error("write", &runs, &name, &error));
+                let _ = dir.remove(&tmp);
+                return Err(io_error("write", &dir, &name, &error));
             }
             Ok(())
-        }))
+        })
+        .await
     }
 
-    fn get(
+    /// Reads `sub/<run_id>.<suffix>` when it is a regular file of the user's within
+    /// `max_bytes` (refused from its size, unread, when larger).
+    async fn read(
         &self,
-        run_id: &str,
+        sub: &'static str,
+        run_id: String,
+        suffix: &'static str,
         max_bytes: u64,
-    ) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+    ) -> Result<Option<Vec<u8>>, StoreError> {
         let store = self.clone();
-        let run_id = run_id.to_owned();
-        Box::pin(blocking(move || {
-            let Some(runs) = store.sub(RUNS, false)? else {
+        blocking(move || {
+            let Some(runs) = store.sub(sub, false)? else {
                 return Ok(None);
             };
-            let name = format!("{run_id}.run");
+            let name = format!("{run_id}.{suffix}");
             let file = match runs.open_read(&name) {
                 Ok(file) => file,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -249,7 +267,34 @@ impl StateStore for LocalStore {
                 return Err(too_large(&run_id, &at, bytes.len() as u64, max_bytes));
             }
             Ok(Some(bytes))
-        }))
+        })
+        .await
+    }
+}
+
+impl StateStore for LocalStore {
+    fn describe(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    fn put(&self, run_id: &str, record: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.write(RUNS, format!("{run_id}.run"), record))
+    }
+
+    fn get(
+        &self,
+        run_id: &str,
+        max_bytes: u64,
+    ) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+        Box::pin(self.read(RUNS, run_id.to_owned(), "run", max_bytes))
+    }
+
+    fn put_task(&self, task_id: &str, document: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.write(TASKS, format!("{task_id}.task"), document))
+    }
+
+    fn get_task(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+        Box::pin(self.read(TASKS, task_id.to_owned(), "task", MAX_TASK_BYTES))
     }
 
     fn claim(&self, run_id: &str, identity: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
@@ -339,8 +384,9 @@ impl StateStore for LocalStore {
                 return Ok(Swept::default());
             };
             let mut swept = Swept::default();
-            let subs: [(&str, KindOf); 2] = [
+            let subs: [(&str, KindOf); 3] = [
                 (RUNS, Kept::of_run_file),
+                (TASKS, Kept::of_run_file),
                 (CONSUMED, |name| is_run_id(name).then_some(Kept::Mark)),
             ];
             for (sub, kind_of) in subs {

@@ -8,6 +8,7 @@ mod input;
 pub(crate) mod progress;
 pub mod server;
 pub mod sessions;
+mod tasks;
 mod trace;
 pub mod upstream;
 

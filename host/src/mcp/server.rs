@@ -33,13 +33,15 @@ use codemode_runtime::tools::{
 use codemode_sdk_gen::{render_declarations, search, Language, ToolSchema};
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequestParams,
-    ElicitationAction, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ElicitRequestParams,
+    ElicitationAction, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::input;
@@ -81,6 +83,16 @@ pub struct Served {
     session_end: Mutex<Option<SessionEndHook>>,
     /// Where runs that pause are kept, when they may pause.
     pausing: OnceLock<ServedPausing>,
+    /// How long calls run before they become tasks, and where tasks are kept.
+    tasks: OnceLock<ServedTasks>,
+}
+
+/// How a server turns long calls into tasks (the MCP tasks extension).
+pub struct ServedTasks {
+    /// Where tasks are kept (shared by every replica).
+    pub durability: Durability,
+    /// A `run_code` call still running after this long becomes a task.
+    pub after: Duration,
 }
 
 /// How a server's runs pause: what `run_code` was installed with.
@@ -195,7 +207,18 @@ impl Served {
             readiness: Mutex::new(None),
             session_end: Mutex::new(None),
             pausing: OnceLock::new(),
+            tasks: OnceLock::new(),
         })
+    }
+
+    /// Makes `run_code` calls of clients that declared the tasks extension tasks once they
+    /// run longer than `tasks.after`. Set once; later calls are ignored.
+    pub fn run_tasks(&self, tasks: ServedTasks) {
+        let _ = self.tasks.set(tasks);
+    }
+
+    pub(super) fn task_store(&self) -> Option<&ServedTasks> {
+        self.tasks.get()
     }
 
     /// Tells clients of another list of tools a program may call (an upstream server's
@@ -359,6 +382,10 @@ fn call_result(result: &ToolExecutionResult) -> Result<CallToolResult, McpError>
 }
 
 impl Session {
+    pub(super) fn served(&self) -> &Arc<Served> {
+        &self.served
+    }
+
     async fn search(&self, arguments: &Value) -> Result<CallToolResult, McpError> {
         let listing = self.served.listing();
         let tools = listing.discovery.as_deref().unwrap_or_default();
@@ -391,6 +418,7 @@ impl Session {
         arguments: Value,
         context: &RequestContext<RoleServer>,
         resume: Option<Resume>,
+        abort: &CancellationToken,
     ) -> Arc<ToolExecutionResult> {
         // Unique across processes and replicas: the root of every sub-call id and event.
         let call_id = uuid::Uuid::new_v4().to_string();
@@ -412,7 +440,14 @@ impl Session {
         super::trace::adopt_parent(&span, &context.meta.0 .0, headers);
         let started = Instant::now();
         let result = self
-            .call(call_id.clone(), name.clone(), arguments, context, resume)
+            .call(
+                call_id.clone(),
+                name.clone(),
+                arguments,
+                context,
+                resume,
+                abort,
+            )
             .instrument(span.clone())
             .await;
         if result.is_error() {
@@ -431,17 +466,48 @@ impl Session {
     }
 
     /// `run_code`: a new run, or with a `requestState` the paused run it names, resumed with
-    /// the answers; a run that pauses is put to the client as questions.
+    /// the answers; a client that declared tasks gets a task for a call that outlives the
+    /// server's threshold.
     async fn run_code(
         &self,
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
-        let mut resume = match request.request_state.as_deref() {
+        let resume = match request.request_state.as_deref() {
             None => None,
             Some(state) => Some(self.resumption(state, request.input_responses.as_ref())?),
         };
+        let tasks = self.served.tasks.get().filter(|_| {
+            context
+                .client_capabilities()
+                .is_some_and(|capabilities| capabilities.supports_tasks())
+        });
+        match tasks {
+            Some(tasks) => {
+                super::tasks::answer_or_task(
+                    self.clone(),
+                    tasks,
+                    arguments,
+                    resume,
+                    context.clone(),
+                )
+                .await
+            }
+            None => self.answer(arguments, resume, context, &context.ct).await,
+        }
+    }
+
+    /// Runs `run_code` with `arguments` (continuing `resume`'s run) until it ends, or pauses
+    /// for a client of 2026-07-28; `abort` ends the run. A run that pauses is put to the client
+    /// as questions.
+    pub(super) async fn answer(
+        &self,
+        arguments: Value,
+        mut resume: Option<Resume>,
+        context: &RequestContext<RoleServer>,
+        abort: &CancellationToken,
+    ) -> Result<CallToolResponse, McpError> {
         loop {
             let result = self
                 .execute(
@@ -449,6 +515,7 @@ impl Session {
                     arguments.clone(),
                     context,
                     resume.take(),
+                    abort,
                 )
                 .await;
             let pausing = self.served.pausing.get();
@@ -481,7 +548,7 @@ impl Session {
 
     /// The resumption a retried call asks for: the run its `requestState` names, with the
     /// replies its answers give.
-    fn resumption(
+    pub(super) fn resumption(
         &self,
         state: &str,
         answers: Option<&rmcp::model::InputResponses>,
@@ -537,6 +604,7 @@ impl Session {
         arguments: Value,
         context: &RequestContext<RoleServer>,
         resume: Option<Resume>,
+        abort: &CancellationToken,
     ) -> Arc<ToolExecutionResult> {
         // Offered under this call's id, taken by the `run_code` call it starts, and withdrawn
         // after it should the call end before taking it.
@@ -568,7 +636,7 @@ impl Session {
         };
         let mut ticks =
             tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
-        let cancelled = context.ct.clone();
+        let cancelled = abort.clone();
         let result = loop {
             let (value, message) = tokio::select! {
                 result = &mut execution => break result,
@@ -604,10 +672,18 @@ impl Session {
 
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .build();
+        let capabilities = if self.served.tasks.get().is_some() {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_tasks()
+                .build()
+        } else {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build()
+        };
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("codemode", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
@@ -642,7 +718,11 @@ impl ServerHandler for Session {
         let result = if name == SEARCH_TOOLS_NAME && listing.discovery.is_some() {
             self.search(&arguments).await?
         } else if listing.native.contains(&name) {
-            call_result(&*self.execute(name, arguments, &context, None).await)?
+            call_result(
+                &*self
+                    .execute(name, arguments, &context, None, &context.ct)
+                    .await,
+            )?
         } else {
             return Err(McpError::invalid_params(
                 format!("unknown tool \"{name}\""),
@@ -650,6 +730,36 @@ impl ServerHandler for Session {
             ));
         };
         Ok(CallToolResponse::Complete(result))
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        super::tasks::get(&self.served, &request.task_id).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        super::tasks::update(
+            self.clone(),
+            &request.task_id,
+            request.input_responses,
+            context,
+        )
+        .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        super::tasks::cancel(&self.served, &request.task_id).await
     }
 }
 

@@ -1,0 +1,294 @@
+//! `run_code` calls as tasks (the MCP tasks extension, `io.modelcontextprotocol/tasks`), for
+//! clients that declare it: a call still running after the server's threshold is answered with
+//! a task, and its run goes on in this process, its status and result kept in the state store
+//! so that `tasks/get`, `tasks/update` and `tasks/cancel` work on any replica.
+//!
+//! A task's document (`durable::Durability::keep_task`) holds what the protocol shows (status,
+//! times, the result, the questions of a paused run) and what only codemode reads: the
+//! `requestState` of a paused run and the call's arguments (to resume it on an update), and a
+//! cancellation asked for. The process running the task polls its document for that request.
+//! A finished run does not overwrite a task cancelled meanwhile.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use codemode_runtime::code::Resume;
+use rmcp::model::{CallToolResponse, CreateTaskResult, GetTaskResult, InputResponses};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::ErrorData as McpError;
+use serde_json::{json, Map, Value};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::server::{Served, ServedTasks, Session};
+
+/// How often the process running a task looks for a cancellation, and how often clients are
+/// told to poll.
+const POLL: Duration = Duration::from_millis(500);
+
+type Work = JoinHandle<Result<CallToolResponse, McpError>>;
+
+fn now() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+fn internal(why: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(format!("codemode: {why}"), None)
+}
+
+fn joined(
+    outcome: Result<Result<CallToolResponse, McpError>, tokio::task::JoinError>,
+) -> Result<CallToolResponse, McpError> {
+    outcome.unwrap_or_else(|e| Err(internal(format!("the run's task failed: {e}"))))
+}
+
+/// Runs the call; should it outlive `tasks.after`, answers with a task instead and lets it
+/// run on.
+pub(super) async fn answer_or_task(
+    session: Session,
+    tasks: &ServedTasks,
+    arguments: Value,
+    resume: Option<Resume>,
+    context: RequestContext<RoleServer>,
+) -> Result<CallToolResponse, McpError> {
+    let abort = CancellationToken::new();
+    let detached = Arc::new(AtomicBool::new(false));
+    // The client going away ends the call, until it is a task.
+    {
+        let (abort, gone, detached) = (abort.clone(), context.ct.clone(), detached.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = gone.cancelled() => if !detached.load(Ordering::SeqCst) {
+                    abort.cancel();
+                },
+                () = abort.cancelled() => {}
+            }
+        });
+    }
+    let mut work = spawn(&session, arguments.clone(), resume, context, abort.clone());
+    tokio::select! {
+        done = &mut work => return joined(done),
+        () = tokio::time::sleep(tasks.after) => {}
+    }
+    detached.store(true, Ordering::SeqCst);
+    let durability = &tasks.durability;
+    let task_id = crate::durable::new_run_id().map_err(internal)?;
+    let created = now();
+    let document = json!({
+        "taskId": task_id,
+        "status": "working",
+        "statusMessage": "the program is running",
+        "createdAt": created,
+        "lastUpdatedAt": created,
+        "ttlMs": u64::try_from(durability.time_to_live().as_millis()).unwrap_or(u64::MAX),
+        "pollIntervalMs": u64::try_from(POLL.as_millis()).unwrap_or(u64::MAX),
+        "arguments": arguments,
+    });
+    if let Err(why) = durability.keep_task(&task_id, &document).await {
+        // Without a task to point at, the call is answered when it ends, as any other.
+        tracing::warn!("{why}; the call is answered when it ends");
+        return joined(work.await);
+    }
+    tokio::spawn(finish(tasks.durability.clone(), task_id, work, abort));
+    let mut created = public(&document);
+    created.insert("resultType".into(), json!("task"));
+    serde_json::from_value::<CreateTaskResult>(Value::Object(created))
+        .map(CallToolResponse::Task)
+        .map_err(internal)
+}
+
+/// Starts `session`'s call on its own, so that it may outlive the request.
+fn spawn(
+    session: &Session,
+    arguments: Value,
+    resume: Option<Resume>,
+    context: RequestContext<RoleServer>,
+    abort: CancellationToken,
+) -> Work {
+    let session = session.clone();
+    tokio::spawn(async move { session.answer(arguments, resume, &context, &abort).await })
+}
+
+/// Waits for the task's run, ending it if a cancellation is asked for meanwhile, and keeps its
+/// outcome.
+async fn finish(
+    durability: crate::Durability,
+    task_id: String,
+    mut work: Work,
+    abort: CancellationToken,
+) {
+    let outcome = loop {
+        tokio::select! {
+            done = &mut work => break joined(done),
+            () = tokio::time::sleep(POLL) => {
+                let cancelled = durability
+                    .task(&task_id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|task| task.get("cancelRequested") == Some(&Value::Bool(true)));
+                if cancelled {
+                    abort.cancel();
+                }
+            }
+        }
+    };
+    abort.cancel();
+    let Ok(Some(mut task)) = durability.task(&task_id).await else {
+        tracing::warn!("task {task_id} is gone from the store; its outcome is dropped");
+        return;
+    };
+    if task.get("status").and_then(Value::as_str) == Some("cancelled") {
+        return;
+    }
+    let fields = match outcome {
+        Ok(CallToolResponse::Complete(result)) => match serde_json::to_value(&result) {
+            Ok(result) => {
+                json!({"status": "completed", "statusMessage": "the program ended", "result": result})
+            }
+            Err(e) => failed(&internal(e)),
+        },
+        Ok(CallToolResponse::InputRequired(asked)) => json!({
+            "status": "input_required",
+            "statusMessage": "the run paused: answer its questions with tasks/update",
+            "inputRequests": asked.input_requests,
+            "requestState": asked.request_state,
+        }),
+        Ok(_) => failed(&internal("the run answered with a task of its own")),
+        Err(error) => failed(&error),
+    };
+    if let (Value::Object(task), Value::Object(fields)) = (&mut task, fields) {
+        task.remove("inputRequests");
+        task.remove("requestState");
+        task.extend(fields);
+        task.insert("lastUpdatedAt".into(), json!(now()));
+    }
+    if let Err(why) = durability.keep_task(&task_id, &task).await {
+        tracing::warn!("{why}; the outcome of task {task_id} is lost");
+    }
+}
+
+fn failed(error: &McpError) -> Value {
+    json!({
+        "status": "failed",
+        "statusMessage": error.message,
+        "error": {"code": error.code.0, "message": error.message},
+    })
+}
+
+/// What the protocol shows of a task's document: everything but codemode's own fields.
+fn public(task: &Value) -> Map<String, Value> {
+    let mut shown = task.as_object().cloned().unwrap_or_default();
+    for own in ["arguments", "requestState", "cancelRequested"] {
+        shown.remove(own);
+    }
+    shown
+}
+
+fn tasks_of(served: &Served) -> Result<&ServedTasks, McpError> {
+    served.task_store().ok_or_else(|| {
+        McpError::invalid_params(
+            "this server runs no tasks (start it with --task-after-ms)",
+            None,
+        )
+    })
+}
+
+async fn document(tasks: &ServedTasks, task_id: &str) -> Result<Value, McpError> {
+    match tasks.durability.task(task_id).await {
+        Ok(Some(task)) => Ok(task),
+        Ok(None) => Err(McpError::invalid_params(
+            format!("no task {task_id}: it never existed, or it expired"),
+            None,
+        )),
+        Err(why) => Err(McpError::invalid_params(why, None)),
+    }
+}
+
+fn status(task: &Value) -> &str {
+    task.get("status")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// `tasks/get`.
+pub(super) async fn get(served: &Served, task_id: &str) -> Result<GetTaskResult, McpError> {
+    let tasks = tasks_of(served)?;
+    let task = document(tasks, task_id).await?;
+    let mut shown = public(&task);
+    shown.insert("resultType".into(), json!("complete"));
+    serde_json::from_value(Value::Object(shown)).map_err(internal)
+}
+
+/// `tasks/update`: the answers to a paused task's questions resume its run, here.
+pub(super) async fn update(
+    session: Session,
+    task_id: &str,
+    answers: InputResponses,
+    context: RequestContext<RoleServer>,
+) -> Result<(), McpError> {
+    let served = session.served().clone();
+    let tasks = tasks_of(&served)?;
+    let mut task = document(tasks, task_id).await?;
+    if status(&task) != "input_required" {
+        return Err(McpError::invalid_params(
+            format!("task {task_id} is {}, not waiting for input", status(&task)),
+            None,
+        ));
+    }
+    let state = task
+        .get("requestState")
+        .and_then(Value::as_str)
+        .ok_or_else(|| internal(format!("task {task_id} waits for input but names no run")))?
+        .to_owned();
+    let resume = session.resumption(&state, Some(&answers))?;
+    let arguments = task.get("arguments").cloned().unwrap_or(Value::Null);
+    if let Value::Object(fields) = &mut task {
+        fields.remove("inputRequests");
+        fields.remove("requestState");
+        fields.insert("status".into(), json!("working"));
+        fields.insert("statusMessage".into(), json!("the program is running"));
+        fields.insert("lastUpdatedAt".into(), json!(now()));
+    }
+    tasks
+        .durability
+        .keep_task(task_id, &task)
+        .await
+        .map_err(internal)?;
+    let abort = CancellationToken::new();
+    // The run goes on past this request: the request's context only says how to ask again.
+    let work = spawn(&session, arguments, Some(resume), context, abort.clone());
+    tokio::spawn(finish(
+        tasks.durability.clone(),
+        task_id.to_owned(),
+        work,
+        abort,
+    ));
+    Ok(())
+}
+
+/// `tasks/cancel`: the task ends as cancelled; the process running it ends its run.
+pub(super) async fn cancel(served: &Served, task_id: &str) -> Result<(), McpError> {
+    let tasks = tasks_of(served)?;
+    let mut task = document(tasks, task_id).await?;
+    let current = status(&task).to_owned();
+    if matches!(current.as_str(), "completed" | "failed" | "cancelled") {
+        return Err(McpError::invalid_params(
+            format!("task {task_id} already ended ({current})"),
+            None,
+        ));
+    }
+    if let Value::Object(fields) = &mut task {
+        fields.remove("inputRequests");
+        fields.insert("status".into(), json!("cancelled"));
+        fields.insert("statusMessage".into(), json!("cancelled by the client"));
+        fields.insert("cancelRequested".into(), json!(true));
+        fields.insert("lastUpdatedAt".into(), json!(now()));
+    }
+    tasks
+        .durability
+        .keep_task(task_id, &task)
+        .await
+        .map_err(internal)
+}
