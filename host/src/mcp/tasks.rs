@@ -68,7 +68,11 @@ pub(super) async fn answer_or_task(
     }
     let mut work = spawn(&session, arguments.clone(), resume, context, abort.clone());
     tokio::select! {
-        done = &mut work => return joined(done),
+        done = &mut work => {
+            // Ends the watcher above; the run is over.
+            abort.cancel();
+            return joined(done);
+        }
         () = tokio::time::sleep(tasks.after) => {}
     }
     detached.store(true, Ordering::SeqCst);
@@ -88,7 +92,10 @@ pub(super) async fn answer_or_task(
     if let Err(why) = durability.keep_task(&task_id, &document).await {
         // Without a task to point at, the call is answered when it ends, as any other.
         tracing::warn!("{why}; the call is answered when it ends");
-        return joined(work.await);
+        detached.store(false, Ordering::SeqCst);
+        let done = work.await;
+        abort.cancel();
+        return joined(done);
     }
     tokio::spawn(finish(tasks.durability.clone(), task_id, work, abort));
     let mut created = public(&document);
