@@ -229,32 +229,34 @@ impl Durability {
 
     /// Keeps `task` (a JSON document) as task `task_id`'s, tagged under the key, for any
     /// process sharing the store.
-    pub async fn keep_task(&self, task_id: &str, task: &serde_json::Value) -> Result<(), String> {
+    pub async fn keep_task(
+        &self,
+        task_id: &str,
+        task: &serde_json::Value,
+    ) -> Result<(), StoreError> {
         let sealed = document::seal(self.key.bytes(), task_id, task);
         self.store.put_task(task_id, sealed).await.map_err(|e| {
-            format!(
+            StoreError(format!(
                 "could not keep task {task_id} in {}: {e}",
                 self.store.describe()
-            )
+            ))
         })
     }
 
     /// Task `task_id`'s document, if kept; refused unless its tag verifies.
-    pub async fn task(&self, task_id: &str) -> Result<Option<serde_json::Value>, String> {
+    pub async fn task(&self, task_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
         if !key::is_run_id(task_id) {
-            return Err(format!("\"{}\" is not a task id", task_id.escape_debug()));
+            return Err(StoreError(format!(
+                "\"{}\" is not a task id",
+                task_id.escape_debug()
+            )));
         }
-        let Some(bytes) = self
-            .store
-            .get_task(task_id)
-            .await
-            .map_err(|e| e.to_string())?
-        else {
+        let Some(bytes) = self.store.get_task(task_id).await? else {
             return Ok(None);
         };
         document::open(self.key.bytes(), task_id, &bytes)
             .map(Some)
-            .map_err(|why| format!("the document of task {task_id} is refused: {why}"))
+            .map_err(|why| StoreError(format!("the document of task {task_id} is refused: {why}")))
     }
 
     /// How long records, marks and tasks are kept.

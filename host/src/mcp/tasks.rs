@@ -209,7 +209,7 @@ async fn document(tasks: &ServedTasks, task_id: &str) -> Result<Value, McpError>
             format!("no task {task_id}: it never existed, or it expired"),
             None,
         )),
-        Err(why) => Err(McpError::invalid_params(why, None)),
+        Err(why) => Err(McpError::invalid_params(why.to_string(), None)),
     }
 }
 
