@@ -261,7 +261,9 @@ fn codemode_mcp_serves_run_code_to_the_official_client_over_stdio() {
     let tools = answers[0].as_array().unwrap();
     assert_eq!(tools.len(), 1, "code mode lists run_code alone: {tools:?}");
     let description = tools[0]["description"].as_str().unwrap();
-    assert!(description.starts_with("Execute a TypeScript program against the available tools."));
+    assert!(description.starts_with(
+        "Execute a TypeScript program against the tools declared at the end of this description."
+    ));
     assert!(description.contains("## Writing code for run_code"));
     assert!(
         description.contains("\"mcp__everything__get-sum\": {"),

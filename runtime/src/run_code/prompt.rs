@@ -122,14 +122,20 @@ pub fn run_code_description(
     tools: &[ToolSchema],
     budget: usize,
 ) -> (String, bool) {
-    let sdk = render_sdk(tools, flavor.language);
+    let language = flavor.language;
+    let sdk = render_sdk(tools, language);
     if estimate_tokens(&sdk) <= budget {
-        return (format!("{}\n\n{sdk}", flavor.description), false);
+        // The SDK brings the instructions; the lead only says where the declarations are.
+        let lead = format!(
+            "Execute a {} program against the tools declared at the end of this description.",
+            language.title()
+        );
+        return (format!("{lead}\n\n{sdk}"), false);
     }
     let description = format!(
-        "{}\n\n{}\n\n{}\nThese are the tools' names only: before calling one, call `{SEARCH_TOOLS_NAME}` with words from its name or purpose to get its typed declaration.",
-        flavor.description,
-        flavor.language.instructions(),
+        "Execute a {} program against the tools listed at the end of this description.\n\n{}\n\n{}\nThese are the tools' names only: before calling one, call `{SEARCH_TOOLS_NAME}` with words from its name or purpose to get its typed declaration.",
+        language.title(),
+        language.instructions(),
         tool_index(tools)
     );
     (description, true)
@@ -174,6 +180,16 @@ mod tests {
             .collect();
         let (full, discovery) = run_code_description(&TYPESCRIPT_FLAVOR, &tools, 1_000_000);
         assert!(!discovery);
+        assert!(full.starts_with(
+            "Execute a TypeScript program against the tools declared at the end of this description.\n\n## Writing code for run_code\n"
+        ));
+        assert_eq!(
+            full.matches("Call `run_code` with two required arguments")
+                .count(),
+            1,
+            "{full}"
+        );
+        assert!(!full.contains("system prompt"), "{full}");
         assert!(
             full.contains("  tool_2: Record<string, JsonValue>;\n"),
             "{full}"
@@ -185,6 +201,14 @@ mod tests {
             1,
             "{short}"
         );
+        assert_eq!(
+            short
+                .matches("Call `run_code` with two required arguments")
+                .count(),
+            1,
+            "{short}"
+        );
+        assert!(!short.contains("system prompt"), "{short}");
         assert!(short.contains("tool_2"), "{short}");
         assert!(!short.contains("```"), "{short}");
     }
