@@ -293,6 +293,46 @@ fn sdk_prints_the_built_in_tools_in_both_languages() {
 }
 
 #[test]
+fn sdk_stats_count_the_tokens_of_the_sdk_and_of_what_a_client_is_told() {
+    let stats = |args: &[&str]| {
+        let out = Command::new(binary())
+            .args(["sdk", "--stats"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        // The SDK itself stays alone on stdout.
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with("## Writing code for run_code"));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let tokens: Vec<usize> = stderr
+            .split_whitespace()
+            .filter_map(|w| w.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())
+            .collect();
+        (stderr, tokens)
+    };
+    let (whole, counts) = stats(&[]);
+    assert!(
+        whole.starts_with("codemode: 5 tools; the SDK is about "),
+        "{whole}"
+    );
+    assert!(
+        whole.contains("(the whole SDK, within the budget of 8000)"),
+        "{whole}"
+    );
+    // tools, SDK tokens, description tokens, budget: the description is the SDK and one line.
+    let [_, sdk, description, _] = counts[..] else {
+        panic!("{whole}")
+    };
+    assert!(description > sdk && description < sdk + 40, "{whole}");
+    let (small, counts) = stats(&["--sdk-budget", "100"]);
+    assert!(
+        small.contains("past the budget of 100: the tools' names, with search_tools"),
+        "{small}"
+    );
+    assert!(counts[2] < counts[1], "names only are shorter: {small}");
+}
+
+#[test]
 fn bench_prints_one_object_with_every_workload() {
     let out = Command::new(binary())
         .args(["bench", "--json", "--runs", "3"])

@@ -87,7 +87,7 @@ pub struct ToolArgs {
     /// COMMAND is split like a shell would, without expansions.
     #[arg(long = "mcp", value_name = "NAME=COMMAND")]
     pub mcp: Vec<String>,
-    /// Read MCP servers from a `{"mcpServers": {NAME: {command, args, env}}}` file.
+    /// Read MCP servers from a `{"mcpServers": {NAME: {command, args, env} or {url, headers}}}` file.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Add the execution tools (`bash`, `job_output`, `job_list`, `job_kill` and the six
@@ -249,7 +249,7 @@ pub struct McpArgs {
     pub mode: ServeMode,
     /// Estimated tokens of SDK `run_code`'s description may carry; past it the description
     /// lists the tools by name and `search_tools` returns their declarations.
-    #[arg(long, default_value_t = 8_000)]
+    #[arg(long, default_value_t = codemode_runtime::run_code::prompt::DEFAULT_SDK_BUDGET)]
     pub sdk_budget: usize,
     /// Also offer the built-in tools (echo, sleep, fail, read_file, list_dir).
     #[arg(long)]
@@ -281,6 +281,14 @@ pub struct SdkArgs {
     /// Language of the SDK text.
     #[arg(long, value_enum, default_value_t = Language::TypeScript)]
     pub lang: Language,
+    /// Also print on stderr how many tools the SDK declares and its estimated tokens (four
+    /// characters each), and those of `run_code`'s description as `codemode mcp` would serve it
+    /// (the whole SDK, or past --sdk-budget the tools' names with `search_tools`).
+    #[arg(long)]
+    pub stats: bool,
+    /// With --stats: the budget `codemode mcp --sdk-budget` would be given.
+    #[arg(long, default_value_t = codemode_runtime::run_code::prompt::DEFAULT_SDK_BUDGET, requires = "stats")]
+    pub sdk_budget: usize,
     #[command(flatten)]
     pub tools: ToolArgs,
 }

@@ -16,6 +16,10 @@ use crate::tools::{AgentScope, Registry, ToolMode, RUN_CODE_NAME};
 
 use super::{Flavor, RunCodeError};
 
+/// The estimated tokens of SDK past which `run_code`'s description lists the tools' names
+/// only (progressive discovery), unless the server is told otherwise.
+pub const DEFAULT_SDK_BUDGET: usize = 8_000;
+
 /// Id of the section that tells the model `run_code` is its only directly callable tool.
 pub const CODE_ONLY_SECTION_ID: &str = "tools:code-only";
 /// Its position in the assembled prompt.
