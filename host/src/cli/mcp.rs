@@ -36,7 +36,7 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
         return EXIT_USAGE;
     }
     if args.pause.pause_on_ask && args.tools.ask.is_empty() {
-        eprintln!("codemode: --pause-on-ask turns the approvals --ask asks for into pauses: name the tools with --ask NAME");
+        eprintln!("{}", super::session::PAUSE_ON_ASK_WITHOUT_ASK);
         return EXIT_USAGE;
     }
     // A stateless server cannot ask on a session: its approvals pause, like --pause-on-ask.

@@ -243,7 +243,7 @@ pub async fn run(args: RunArgs) -> u8 {
         }
     };
     if args.pause.pause_on_ask && args.tools.ask.is_empty() {
-        eprintln!("codemode: --pause-on-ask turns the approvals --ask asks for into pauses: name the tools with --ask NAME");
+        eprintln!("{}", super::session::PAUSE_ON_ASK_WITHOUT_ASK);
         return EXIT_USAGE;
     }
     let pausing = if args.pause.pause_on.is_empty() && !args.pause.pause_on_ask {

@@ -299,6 +299,9 @@ impl ToolSession {
     }
 }
 
+/// The usage error of `--pause-on-ask` without `--ask`.
+pub const PAUSE_ON_ASK_WITHOUT_ASK: &str = "codemode: --pause-on-ask turns the approvals --ask asks for into pauses: name the tools with --ask NAME";
+
 /// What a session needs for runs that pause or resume.
 pub struct Pausing {
     pub durability: Durability,
