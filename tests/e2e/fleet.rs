@@ -61,6 +61,26 @@ fn serve(mut command: Command) -> Replica {
     }
 }
 
+/// Runs the Python driver `script` (under `tests/e2e/`) with `args`, and parses the JSON its
+/// last line prints.
+fn driver(script: &str, args: &[&str]) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("e2e")
+        .join(script);
+    let out = Command::new("python3")
+        .arg(path)
+        .args(args)
+        .output()
+        .expect("python3 with the `mcp` package (pip install -r tests/toolchain/requirements.txt)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {script} failed: {}\nstdout: {stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
 #[test]
 fn approvals_and_pauses_resume_on_any_replica_of_a_stateless_fleet() {
     let temp = temp_dir("fleet");
@@ -71,20 +91,7 @@ fn approvals_and_pauses_resume_on_any_replica_of_a_stateless_fleet() {
         .iter()
         .map(|r| json!({"url": r.url, "pid": r.child.0.id()}))
         .collect();
-    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/fleet/fleet.py");
-    let out = Command::new("python3")
-        .arg(driver)
-        .arg(Value::Array(list).to_string())
-        .output()
-        .expect("python3 with the `mcp` package (pip install -r tests/toolchain/requirements.txt)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| {
-            panic!(
-                "{e}: the client failed: {}\nstdout: {stdout}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+    let report = driver("fleet/fleet.py", &[&Value::Array(list).to_string()]);
 
     // The question and its answer reach different replicas; the run resumes on the second.
     let approved = &report["approved"];
@@ -173,20 +180,7 @@ fn approvals_and_pauses_resume_on_any_replica_of_a_stateless_fleet() {
 /// resumes: `tests/e2e/fleet/tasks.py` speaks the tasks extension over HTTP.
 fn tasks_across(replicas: &[&Replica]) {
     let urls: Vec<&str> = replicas.iter().map(|r| r.url.as_str()).collect();
-    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/fleet/tasks.py");
-    let out = Command::new("python3")
-        .arg(driver)
-        .arg(json!(urls).to_string())
-        .output()
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| {
-            panic!(
-                "{e}: {}\nstdout: {stdout}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+    let report = driver("fleet/tasks.py", &[&json!(urls).to_string()]);
 
     // A quick call is answered, not made a task.
     assert_eq!(
@@ -250,20 +244,11 @@ fn tasks_across(replicas: &[&Replica]) {
 fn an_older_client_is_served_request_by_request() {
     // The official client's 2025-11-25 session: `initialize`, then each request on its own.
     let server = serve(stateless());
-    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/mcp/drive.py");
     let plan = json!({"steps": [
         {"op": "list"},
         {"op": "call", "tool": "run_code", "args": {"code": "return await tools.echo({ old: true });", "description": "Older client"}},
     ]});
-    let out = Command::new("python3")
-        .arg(driver)
-        .arg(plan.to_string())
-        .args(["http", &server.url])
-        .output()
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let answers: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let answers = driver("mcp/drive.py", &[&plan.to_string(), "http", &server.url]);
     assert_eq!(answers[0][0]["name"], "run_code", "{answers}");
     assert_eq!(
         answers[1]["structured"]["result"],
