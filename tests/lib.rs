@@ -270,14 +270,24 @@ impl Drop for Reaped {
     }
 }
 
-/// The URL a `codemode mcp --http` child announces on its piped stderr
-/// (`http://HOST:PORT/mcp`), with the whole line it was on; the rest of its stderr is drained
-/// on a thread, so the child never blocks on a full pipe.
-pub fn announced_url(child: &mut std::process::Child) -> (String, String) {
+/// Starts `command` (a `codemode mcp --http …`) with no input, its output dropped and its
+/// stderr piped, and waits for the URL it announces (`http://HOST:PORT/mcp`). Returns the child,
+/// the URL and the whole line it was on; the rest of its stderr is drained on a thread, so the
+/// child never blocks on a full pipe.
+pub fn spawn_announced(
+    command: &mut std::process::Command,
+) -> (std::process::Child, String, String) {
     use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
     let stderr = child.stderr.take().expect("stderr is piped");
     let mut lines = BufReader::new(stderr).lines();
-    let found = loop {
+    let (url, line) = loop {
         let line = lines
             .next()
             .expect("codemode mcp prints its address")
@@ -287,10 +297,10 @@ pub fn announced_url(child: &mut std::process::Child) -> (String, String) {
         }
     };
     std::thread::spawn(move || for _ in lines {});
-    found
+    (child, url, line)
 }
 
-/// The socket address in a URL [`announced_url`] gave.
+/// The socket address in a URL [`spawn_announced`] gave.
 pub fn url_address(url: &str) -> std::net::SocketAddr {
     let rest = url.strip_prefix("http://").expect("an http URL");
     rest[..rest.find('/').expect("an address and a path")]

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use codemode_e2e::{announced_url, codemode_binary, temp_dir, Reaped};
+use codemode_e2e::{codemode_binary, spawn_announced, temp_dir, Reaped};
 use serde_json::{json, Value};
 
 use crate::durable::s3::S3Server;
@@ -47,13 +47,7 @@ fn stateless() -> Command {
 
 /// Starts `command` and waits for the address it serves at.
 fn serve(mut command: Command) -> Replica {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn codemode mcp");
-    let (url, line) = announced_url(&mut child);
+    let (child, url, line) = spawn_announced(&mut command);
     assert!(line.contains("(stateless)"), "{line}");
     Replica {
         child: Reaped(child),

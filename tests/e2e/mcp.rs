@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use codemode_e2e::{announced_url, codemode_binary as binary, output_with_stdin, temp_dir};
+use codemode_e2e::{codemode_binary as binary, output_with_stdin, spawn_announced, temp_dir};
 use serde_json::{json, Value};
 
 mod upstreams;
@@ -472,15 +472,11 @@ fn both_mode_lists_upstream_tools_natively_and_progressive_discovery_finds_them(
 
 /// `codemode mcp --http` on a free port, and its URL.
 fn http_server(args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(binary())
-        .args(["mcp", "--http", "127.0.0.1:0"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn codemode mcp");
-    let (url, _) = announced_url(&mut child);
+    let (child, url, _) = spawn_announced(
+        Command::new(binary())
+            .args(["mcp", "--http", "127.0.0.1:0"])
+            .args(args),
+    );
     (child, url)
 }
 

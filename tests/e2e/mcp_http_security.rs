@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use codemode_e2e::{
-    announced_url, codemode_binary as binary, temp_dir, url_address, Reaped, TempDir,
+    codemode_binary as binary, spawn_announced, temp_dir, url_address, Reaped, TempDir,
 };
 
 const TOKEN: &str = "4f1c0d6e9b2a7c5e8d3f1a0b";
@@ -28,15 +28,12 @@ impl Server {
         command
             .args(["mcp", "--http", "127.0.0.1:0"])
             .args(args)
-            .env_remove("CODEMODE_MCP_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .env_remove("CODEMODE_MCP_TOKEN");
         for (name, value) in env {
             command.env(name, value);
         }
-        let mut child = command.spawn().expect("spawn codemode mcp");
-        let addr = url_address(&announced_url(&mut child).0);
+        let (child, url, _) = spawn_announced(&mut command);
+        let addr = url_address(&url);
         Self {
             child: Reaped(child),
             addr,

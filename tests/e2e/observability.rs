@@ -15,7 +15,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use codemode_e2e::{
-    announced_url, codemode_binary as binary, is_run_id, output_with_stdin, temp_dir, url_address,
+    codemode_binary as binary, is_run_id, output_with_stdin, spawn_announced, temp_dir, url_address,
 };
 use serde_json::{json, Value};
 
@@ -371,15 +371,12 @@ impl HttpServer {
             .args(["mcp", "--http", "127.0.0.1:0"])
             .args(args)
             .env("CODEMODE_MCP_TOKEN", TOKEN)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .env_remove("RUST_LOG");
         for (name, value) in env {
             command.env(name, value);
         }
-        let mut child = command.spawn().expect("spawn codemode mcp");
-        let addr = url_address(&announced_url(&mut child).0);
+        let (child, url, _) = spawn_announced(&mut command);
+        let addr = url_address(&url);
         Self {
             process: Running(child),
             addr,

@@ -208,13 +208,9 @@ impl ToolSession {
         on_run: Option<RunObserver>,
         pausing: Option<Pausing>,
     ) -> Result<(), String> {
+        let fit = Fit::checked(budget, pausing.as_ref())?;
         let runtime = super::prepare_runtime(budget.budgets()).map_err(|e| e.to_string())?;
-        runtime
-            .limit_memory(budget.memory_cap_mb())
-            .map_err(|e| format!("{e} (--max-memory-mb must be at least --memory-mb)"))?;
-        if let Some(pausing) = &pausing {
-            runtime.keep_paused_runs(pausing.durability.clone());
-        }
+        fit.apply(&runtime);
         self.install(Arc::new(runtime), budget, ask, approval, on_run, pausing)
     }
 
@@ -227,18 +223,10 @@ impl ToolSession {
         approval: impl ApprovalHook,
         pausing: Option<Pausing>,
     ) -> Result<codemode_host::Readiness, String> {
-        let budgets = budget.budgets();
-        let cap = budget.memory_cap_mb();
-        codemode_host::check_memory_cap(&budgets, cap)
-            .map_err(|e| format!("{e} (--max-memory-mb must be at least --memory-mb)"))?;
+        let fit = Fit::checked(budget, pausing.as_ref())?;
         super::announce_preparation();
-        let durability = pausing.as_ref().map(|p| p.durability.clone());
-        let runtime = codemode_host::PreparingRuntime::start(budgets, move |runtime| {
-            // Checked above: cannot fail.
-            let _ = runtime.limit_memory(cap);
-            if let Some(durability) = durability {
-                runtime.keep_paused_runs(durability);
-            }
+        let runtime = codemode_host::PreparingRuntime::start(budget.budgets(), move |runtime| {
+            fit.apply(runtime)
         })
         .map_err(|e| e.to_string())?;
         let readiness = runtime.readiness();
@@ -296,6 +284,33 @@ impl ToolSession {
             self.guards.push(self.registry.set_approval(approval));
         }
         Ok(())
+    }
+}
+
+/// What a session's sandbox is given once made: the memory cap of its runs in progress, checked
+/// before anything is prepared, and the store its paused runs go to.
+struct Fit {
+    memory_cap_mb: u64,
+    durability: Option<Durability>,
+}
+
+impl Fit {
+    fn checked(budget: &BudgetArgs, pausing: Option<&Pausing>) -> Result<Self, String> {
+        let memory_cap_mb = budget.memory_cap_mb();
+        codemode_host::check_memory_cap(&budget.budgets(), memory_cap_mb)
+            .map_err(|e| format!("{e} (--max-memory-mb must be at least --memory-mb)"))?;
+        Ok(Self {
+            memory_cap_mb,
+            durability: pausing.map(|p| p.durability.clone()),
+        })
+    }
+
+    fn apply(self, runtime: &codemode_host::WasmCodeRuntime) {
+        // Checked when this was made: cannot fail.
+        let _ = runtime.limit_memory(self.memory_cap_mb);
+        if let Some(durability) = self.durability {
+            runtime.keep_paused_runs(durability);
+        }
     }
 }
 

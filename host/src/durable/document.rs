@@ -3,16 +3,16 @@
 //! reads: `<HMAC-SHA256 in hex>\n<JSON>`, the tag over a context string, the document's name
 //! and its JSON.
 
-use hmac::{Hmac, Mac};
+use hmac::Mac;
 use serde_json::Value;
-use sha2::Sha256;
+
+use super::memory::unhex;
+use super::record::{mac, HmacSha256};
 
 const CONTEXT: &[u8] = b"codemode state document\0";
 
-fn tag(key: &[u8], name: &str, json: &[u8]) -> Hmac<Sha256> {
-    // HMAC takes keys of any length, so this cannot fail.
-    let mut mac =
-        <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length");
+fn tag(key: &[u8], name: &str, json: &[u8]) -> HmacSha256 {
+    let mut mac = mac(key);
     mac.update(CONTEXT);
     mac.update(name.as_bytes());
     mac.update(b"\0");
@@ -34,15 +34,10 @@ pub(crate) fn open(key: &[u8], name: &str, bytes: &[u8]) -> Result<Value, String
         .position(|&b| b == b'\n')
         .ok_or("it is not a document codemode wrote")?;
     let (tag_hex, json) = (&bytes[..newline], &bytes[newline + 1..]);
-    let presented: Option<Vec<u8>> = (tag_hex.len() == 64)
-        .then(|| {
-            tag_hex
-                .chunks(2)
-                .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
-                .collect()
-        })
-        .flatten();
-    let presented = presented.ok_or("it is not a document codemode wrote")?;
+    let presented = Some(tag_hex)
+        .filter(|t| t.len() == 64)
+        .and_then(unhex)
+        .ok_or("it is not a document codemode wrote")?;
     tag(key, name, json)
         .verify_slice(&presented)
         .map_err(|_| "it is not authentic (changed, or written with another state key)")?;

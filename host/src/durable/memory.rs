@@ -26,6 +26,17 @@ impl Image {
     }
 }
 
+/// The bytes `text` spells as lowercase or uppercase hex, two digits each; `None` for anything
+/// else.
+pub fn unhex(text: &[u8]) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    text.chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
+        .collect()
+}
+
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     let mut out = String::with_capacity(bytes.len() * 2);

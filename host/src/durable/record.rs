@@ -153,9 +153,9 @@ pub struct SavedTimer {
     pub remaining_ns: u64,
 }
 
-type HmacSha256 = Hmac<Sha256>;
+pub(crate) type HmacSha256 = Hmac<Sha256>;
 
-fn mac(key: &[u8]) -> HmacSha256 {
+pub(crate) fn mac(key: &[u8]) -> HmacSha256 {
     // HMAC takes keys of any length, so this cannot fail.
     <HmacSha256 as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length")
 }

@@ -10,10 +10,11 @@
 //! make one. It grants nothing a run id does not: the record is still checked, claimed and
 //! resumed once, and a replayed reference meets the run's consumed mark.
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use hmac::Mac;
 
 use super::key::is_run_id;
+use super::memory::unhex;
+use super::record::{mac, HmacSha256};
 
 const VERSION: &str = "cm1";
 /// Keeps these tags apart from every other use of the key (records are tagged over bytes
@@ -40,10 +41,8 @@ pub enum ReferenceError {
     },
 }
 
-fn tag(key: &[u8], body: &str) -> Hmac<Sha256> {
-    // HMAC takes keys of any length, so this cannot fail.
-    let mut mac =
-        <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length");
+fn tag(key: &[u8], body: &str) -> HmacSha256 {
+    let mut mac = mac(key);
     mac.update(CONTEXT);
     mac.update(body.as_bytes());
     mac
@@ -71,7 +70,10 @@ pub(crate) fn open(key: &[u8], reference: &str, now_ms: u64) -> Result<String, R
     if !is_run_id(run_id) || expiry != expires_at_ms.to_string() {
         return Err(ReferenceError::Malformed);
     }
-    let presented = unhex(tag_hex).ok_or(ReferenceError::Malformed)?;
+    let presented = Some(tag_hex)
+        .filter(|t| t.len() == 64)
+        .and_then(|t| unhex(t.as_bytes()))
+        .ok_or(ReferenceError::Malformed)?;
     tag(key, body)
         .verify_slice(&presented)
         .map_err(|_| ReferenceError::NotAuthentic)?;
@@ -82,16 +84,6 @@ pub(crate) fn open(key: &[u8], reference: &str, now_ms: u64) -> Result<String, R
         });
     }
     Ok(run_id.to_owned())
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() != 64 {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 #[cfg(test)]

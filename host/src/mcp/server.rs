@@ -406,10 +406,9 @@ impl Session {
         } else {
             render_declarations(&found, self.served.language)
         };
-        serde_json::from_value(
-            json!({"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": false}),
-        )
-        .map_err(|e| McpError::internal_error(format!("codemode: {e}"), None))
+        Ok(CallToolResult::success(vec![
+            rmcp::model::ContentBlock::text(text),
+        ]))
     }
 
     async fn execute(

@@ -27,7 +27,7 @@ const MAX_LINE: usize = 16 * 1024 * 1024;
 /// Lines of an upstream's stderr kept for error messages.
 const STDERR_TAIL: usize = 20;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section is one read or write: a panic cannot leave the value half-made.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -32,7 +32,7 @@ use serde_json::Value;
 use tokio::sync::{watch, Notify};
 
 use call::Call;
-use connection::{Client, Connection, ProgressRoutes};
+use connection::{lock, Client, Connection, ProgressRoutes};
 pub use spec::{Transport, UpstreamError, UpstreamSpec};
 
 /// How long an upstream may take to start and list its tools.
@@ -68,11 +68,6 @@ pub(crate) struct Link {
     /// The restart under way, for messages: its attempt and when it happens.
     restarting: Mutex<Option<(u32, Duration)>>,
     closed: AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every critical section is one read or write: a panic cannot leave the value half-made.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Link {
