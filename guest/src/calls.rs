@@ -23,8 +23,11 @@ struct Pending {
     name: JsString,
     /// The prelude's `{ ctor, member }` for namespaces with an error class, else undefined.
     error_class: JsValue,
-    /// The prelude's `bindingError(errorClass, memberName, message)`.
+    /// The prelude's `bindingError(errorClass, memberName, message, line, column)`.
     make_error: JsValue,
+    /// Where the program made the call (line and column in the program, 0 when unknown): a
+    /// rejection is placed there.
+    site: (u32, u32),
 }
 
 #[derive(Default)]
@@ -86,6 +89,7 @@ fn call_binding(
             error_class,
             name,
             js_string!("binding arguments must be lossless JSON"),
+            (0, 0),
             context,
         )?;
         return Ok(JsPromise::reject(JsError::from_opaque(error), context)?.into());
@@ -109,10 +113,12 @@ fn call_binding(
             error_class,
             name,
             js_string!("the host refused this call"),
+            (0, 0),
             context,
         )?;
         return Ok(JsPromise::reject(JsError::from_opaque(error), context)?.into());
     }
+    let site = call_site(context);
     let (promise, resolvers) = JsPromise::new_pending(context);
     CALLS.with_borrow_mut(|calls| {
         calls.pending.insert(
@@ -122,10 +128,28 @@ fn call_binding(
                 name: name.clone(),
                 error_class: error_class.clone(),
                 make_error: make_error.clone(),
+                site,
             },
         )
     });
     Ok(promise.into())
+}
+
+/// The script's line and column of the call being made, as the prelude reads them off an
+/// error's stack: the innermost frame is the caller (a native function has none of its own).
+fn call_site(context: &Context) -> (u32, u32) {
+    let Some(frame) = context.stack_trace().next() else {
+        return (0, 0);
+    };
+    let location = frame.executing_position();
+    let in_program = matches!(
+        &location.path,
+        boa_engine::vm::SourcePath::Path(path) if path.as_os_str() == crate::PROGRAM_PATH
+    );
+    match location.position {
+        Some(at) if in_program => (at.line_number(), at.column_number()),
+        _ => (0, 0),
+    }
 }
 
 fn binding_error(
@@ -133,6 +157,7 @@ fn binding_error(
     error_class: &JsValue,
     name: &JsString,
     message: JsString,
+    (line, column): (u32, u32),
     context: &mut Context,
 ) -> JsResult<JsValue> {
     let Some(make_error) = make_error.as_callable() else {
@@ -140,7 +165,13 @@ fn binding_error(
     };
     make_error.call(
         &JsValue::undefined(),
-        &[error_class.clone(), name.clone().into(), message.into()],
+        &[
+            error_class.clone(),
+            name.clone().into(),
+            message.into(),
+            line.into(),
+            column.into(),
+        ],
         context,
     )
 }
@@ -164,6 +195,7 @@ pub fn settle(id: u32, outcome: Result<JsValue, JsString>, context: &mut Context
                 &pending.error_class,
                 &pending.name,
                 message,
+                pending.site,
                 context,
             )?;
             pending

@@ -36,7 +36,7 @@ const PRELUDE: &str = include_str!("prelude.js");
 
 /// The program is compiled as this function, one line above the program's first line, so that
 /// line N of the program is line N + 1 of the script.
-const PROGRAM_PATH: &str = "program";
+pub(crate) const PROGRAM_PATH: &str = "program";
 
 /// The prelude's entry points, looked up once when the context is built (so, with
 /// pre-initialisation, never during a run).
@@ -45,7 +45,7 @@ struct Prelude {
     fire_timer: JsObject,
     fail: JsObject,
     make_error_class: JsObject,
-    /// `bindingError(errorClass, memberName, message)`, handed to every binding.
+    /// `bindingError(errorClass, memberName, message, line, column)`, handed to every binding.
     binding_error: JsValue,
     console: JsValue,
 }

@@ -15,6 +15,7 @@
   const PromiseCtor = Promise;
   const MapCtor = Map;
   const SetCtor = Set;
+  const WeakMapCtor = WeakMap;
   const StringCtor = String;
   const apply = Reflect.apply;
   const ownKeys = Reflect.ownKeys;
@@ -43,6 +44,8 @@
   const setDelete = SetCtor.prototype.delete;
   const setForEach = SetCtor.prototype.forEach;
   const setSize = getOwn(SetCtor.prototype, 'size').get;
+  const weakMapGet = WeakMapCtor.prototype.get;
+  const weakMapSet = WeakMapCtor.prototype.set;
   const promiseThen = PromiseCtor.prototype.then;
   const promiseResolve = PromiseCtor.resolve;
   const dateProto = Date.prototype;
@@ -317,7 +320,13 @@
   freeze(consoleShim);
 
   // ---- Thrown values ---------------------------------------------------------------------------
+  // A binding's rejection is made when its reply comes, far from the program: it is placed at
+  // the call instead, which the binding noted when the call was made.
+  const callSites = new WeakMapCtor();
+
   function position(e) {
+    const site = apply(weakMapGet, callSites, [e]);
+    if (site !== undefined) return site;
     if (stackGetter === undefined) return [0, 0];
     try {
       const stack = apply(stackGetter, e, []);
@@ -355,15 +364,20 @@
     return { ctor: C, member };
   }
 
-  function bindingError(errorClass, memberName, message) {
-    if (errorClass === undefined) return new ErrorCtor(message);
-    const e = new errorClass.ctor(message);
-    defineProperty(e, errorClass.member, {
-      value: memberName,
-      writable: true,
-      enumerable: true,
-      configurable: true,
-    });
+  function bindingError(errorClass, memberName, message, line, column) {
+    let e;
+    if (errorClass === undefined) {
+      e = new ErrorCtor(message);
+    } else {
+      e = new errorClass.ctor(message);
+      defineProperty(e, errorClass.member, {
+        value: memberName,
+        writable: true,
+        enumerable: true,
+        configurable: true,
+      });
+    }
+    if (line > 0) apply(weakMapSet, callSites, [e, [line, column]]);
     return e;
   }
 

@@ -11,16 +11,19 @@
 
 mod bridge;
 pub mod builtins;
+mod completion;
 pub mod config;
 pub mod durable;
 mod engine;
 mod explain;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod preflight;
 mod preinit;
 mod preparing;
 mod run;
 mod runtime;
+mod source;
 pub mod strip;
 
 pub use config::{BudgetError, Budgets, FUEL_PER_MS};

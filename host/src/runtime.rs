@@ -15,13 +15,16 @@ use tracing::Instrument;
 use wasmtime::{InstancePre, Module};
 
 use crate::bridge::imports;
+use crate::completion::Completion;
 use crate::config::{BudgetError, Budgets};
 use crate::durable::memory::Image;
 use crate::durable::record::Header;
 use crate::durable::Durability;
 use crate::engine::{self, EngineError, Interruption};
 use crate::explain;
+use crate::preflight;
 use crate::run::{self, Admission, Keeping, MemoryCap, Resumed, RunMetrics, RunState, Start};
+use crate::source::Source;
 use crate::strip::strip_types_async;
 
 /// Why a runtime could not be built.
@@ -369,6 +372,23 @@ impl WasmCodeRuntime {
                 ))
             }
         };
+        let namespaces = request
+            .preflight
+            .as_deref()
+            .map(|preflight| preflight::namespaces(&request.bindings, preflight));
+        let checking = Instant::now();
+        let (problems, completion) = analyse(&request.program, namespaces).await;
+        metrics.preflight = checking.elapsed();
+        if !problems.is_empty() {
+            return Ok(run::failure_before_start(
+                preflight::failure(&problems),
+                budgets,
+            ));
+        }
+        let program = match completion.and_then(|c| c.apply(&program)) {
+            Some(returning) => returning,
+            None => program,
+        };
         // Names only, kept for explaining a failure: a few strings per run.
         let vocabulary: explain::Vocabulary = request
             .bindings
@@ -403,6 +423,9 @@ impl WasmCodeRuntime {
             metrics,
         )
         .await;
+        if let Some(completion) = completion {
+            completion.restore_position(&mut result);
+        }
         explain::explain(
             &request.program,
             vocabulary,
@@ -488,9 +511,32 @@ impl WasmCodeRuntime {
             metrics,
         )
         .await;
+        // The record keeps the program as written; its completion is found again the same way.
+        if let (_, Some(completion)) = analyse(&program, None).await {
+            completion.restore_position(&mut result);
+        }
         explain::explain(&program, vocabulary, &mut result, budgets.max_output_bytes).await;
         Ok(result)
     }
+}
+
+/// Reads the program once more, after it stripped cleanly: the problems preflight finds in
+/// its calls (with `namespaces` to check against) and where its completion value is.
+async fn analyse(
+    program: &str,
+    namespaces: Option<preflight::Namespaces>,
+) -> (Vec<preflight::Problem>, Option<Completion>) {
+    crate::strip::with_parser_stack(program, move |program| {
+        let Some(source) = Source::parse(program) else {
+            return (Vec::new(), None);
+        };
+        let problems = namespaces
+            .map(|namespaces| preflight::check_source(&source, &namespaces))
+            .unwrap_or_default();
+        (problems, Completion::of(&source))
+    })
+    .await
+    .unwrap_or_default()
 }
 
 /// The answers by the guest's call ids; every one must name a distinct pending call.

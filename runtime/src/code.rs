@@ -85,6 +85,22 @@ pub struct RunRequest {
     pub approve_on: BTreeSet<BindingRef>,
     /// Continue the paused run this names instead of starting `program`.
     pub resume: Option<Resume>,
+    /// Check the program's tool calls against these schemas before it runs (see
+    /// [`Preflight`]); `None` runs it unchecked.
+    pub preflight: Option<Arc<Preflight>>,
+}
+
+/// What a runtime checks a program against before running it: every statically known call of
+/// a binding function (`tools.name({...})`) must name a member its namespace has, and an
+/// object-literal argument must not break the member's argument schema where the literal
+/// alone decides (a missing required key, an undeclared key, a literal of the wrong type or
+/// outside an `enum`). Anything not known statically passes, so a program that could succeed
+/// is never refused; one that cannot fails with [`FailureCause::Preflight`] before any call.
+#[derive(Debug, Clone, Default)]
+pub struct Preflight {
+    /// Each binding function's argument schema; a function without one is checked for its
+    /// name only.
+    pub schemas: BTreeMap<BindingRef, crate::tools::Schema>,
 }
 
 /// One binding function, `global.name`.
@@ -215,7 +231,8 @@ pub struct RunFailure {
     pub kind: FailureKind,
     /// What went wrong, as the program or the caller should see it.
     pub message: String,
-    /// The limit or fault behind a `timeout` or `worker-exit`.
+    /// The limit or fault behind a `timeout` or `worker-exit`, or `preflight` for an
+    /// `exception` found before the program ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<FailureCause>,
     /// 1-based line in the TypeScript the model wrote (exceptions only).
@@ -307,6 +324,9 @@ pub enum FailureCause {
     Stack,
     /// The sandbox trapped or exited for any other reason.
     Trap,
+    /// An `exception` found before the program ran: its tool calls cannot succeed (see
+    /// [`Preflight`]); nothing ran.
+    Preflight,
 }
 
 impl FailureCause {
@@ -318,6 +338,7 @@ impl FailureCause {
             Self::Memory => "memory",
             Self::Stack => "stack",
             Self::Trap => "trap",
+            Self::Preflight => "preflight",
         }
     }
 }

@@ -209,12 +209,26 @@ fn names_are_read_from_v8_messages() {
 
 #[tokio::test]
 async fn run_code_shows_the_failing_line_under_a_caret_and_the_tool_vocabulary() {
-    let mut cm = harness::CodeMode::new();
+    let program = "const q = 'rust';\nconst hits = await tools.serach({ q });\nreturn hits;";
+    // Preflight finds the name before the run; without it the engine's error is explained.
+    let checked = {
+        let mut cm = harness::CodeMode::new();
+        cm.add(harness::tool("search", |_, _| async { Ok(json!([])) }));
+        cm.add(harness::tool("searchDocs", |_, _| async { Ok(json!([])) }));
+        cm.run(program).await
+    };
+    assert_eq!(checked.error_code(), Some("CODE_RUN_FAILED"));
+    assert_eq!(
+        checked.text(),
+        "Error: code run failed (exception): preflight: these tool calls cannot succeed, so nothing ran (1 problem):\n  2:26  unknown tool \"serach\"; did you mean \"search\"? Known: search, searchDocs.\n    2 | const hits = await tools.serach({ q });\n      |                          ^"
+    );
+    let mut cm = harness::CodeMode::with(
+        codemode_runtime::run_code::RunCodeConfig::default().preflight(false),
+        codemode_host::Budgets::default(),
+    );
     cm.add(harness::tool("search", |_, _| async { Ok(json!([])) }));
     cm.add(harness::tool("searchDocs", |_, _| async { Ok(json!([])) }));
-    let result = cm
-        .run("const q = 'rust';\nconst hits = await tools.serach({ q });\nreturn hits;")
-        .await;
+    let result = cm.run(program).await;
     assert_eq!(result.error_code(), Some("CODE_RUN_FAILED"));
     assert_eq!(
         result.text(),
@@ -223,25 +237,31 @@ async fn run_code_shows_the_failing_line_under_a_caret_and_the_tool_vocabulary()
 }
 
 #[tokio::test]
-async fn a_program_that_drops_its_last_expression_gets_a_hint_and_the_same_run() {
+async fn a_program_ending_in_an_expression_returns_it_and_one_ending_in_a_declaration_gets_a_hint()
+{
     let mut cm = harness::CodeMode::new();
     cm.add(harness::tool("search", |_, _| async {
         Ok(json!([1, 2, 3]))
     }));
-    let dropped = cm
+    let last = cm
         .run("const rows = await tools.search({});\nrows.filter((r: number) => r > 1)")
         .await;
-    assert!(!dropped.is_error());
-    let hint = "hint: the program returned nothing; its last statement (line 2) is an expression whose value is dropped: write `return rows.filter((r: number) => r > 1)` to return it";
-    assert_eq!(dropped.value(), Some(&json!({"logs": [], "hint": hint})));
+    assert_eq!(last.value(), Some(&json!({"logs": [], "result": [2, 3]})));
+    let declared = cm
+        .run("const rows = await tools.search({});\nconst big = rows.filter((r: number) => r > 1);")
+        .await;
+    assert!(!declared.is_error());
+    let hint = "hint: the program returned nothing; its last statement (line 2) declares `big`: end with `return big` (or just `big`) to return it";
+    assert_eq!(declared.value(), Some(&json!({"logs": [], "hint": hint})));
     assert_eq!(
-        dropped.text(),
+        declared.text(),
         format!("{}\n{hint}", codemode_runtime::run_code::NO_OUTPUT)
     );
     // Statements kept for their effect get no hint, nor does a program that returns.
     for quiet in [
         "console.log('done')",
-        "const x = 1;\nlet y = 0;\ny = x + 1",
+        "const x = 1;\nlet y = 0;\nif (x) { y = x + 1 }",
+        "let total;\ntotal = 1;\nfor (const r of [1]) total += r;",
         "await tools.search({});\nreturn;",
         "return (await tools.search({})).length",
     ] {

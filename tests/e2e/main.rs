@@ -25,5 +25,6 @@ mod mcp;
 mod mcp_http_security;
 mod memory_admission;
 mod observability;
+mod preflight;
 mod run_code;
 mod sandbox;

@@ -121,6 +121,8 @@ fn programs_call_real_upstream_servers_through_the_pipeline() {
             &everything(),
             "--deny",
             "mcp__memory__delete_entities",
+            // The refused `get-sum` literal is the pipeline's to refuse here.
+            "--no-preflight",
         ],
         program,
     );
@@ -438,6 +440,8 @@ fn both_mode_lists_upstream_tools_natively_and_progressive_discovery_finds_them(
             {"op": "call", "tool": "mcp__everything__get-sum", "args": {"a": 2, "b": 3}},
             {"op": "call", "tool": "mcp__everything__get-tiny-image", "args": {}},
             run_code("return await tools['mcp__everything__get-sum']({ a: 1, b: 1 });"),
+            // A program searches too, and calls what it found.
+            run_code("const found = await tools.search_tools({ query: 'sum of two numbers', limit: 1 });\nconst sum = await tools[found[0].name]({ a: 20, b: 22 });\n({ found: found.map((f) => [f.name, f.description]), declares: found[0].declaration.includes('a: number;'), sum })"),
         ]}),
         "stdio",
         &server,
@@ -467,6 +471,21 @@ fn both_mode_lists_upstream_tools_natively_and_progressive_discovery_finds_them(
     assert_eq!(
         answers[4]["structured"]["result"],
         "The sum of 1 and 1 is 2."
+    );
+    assert_eq!(
+        answers[5]["structured"]["result"],
+        json!({
+            "found": [["mcp__everything__get-sum", "Returns the sum of two numbers"]],
+            "declares": true,
+            "sum": "The sum of 20 and 22 is 42.",
+        }),
+        "{}",
+        answers[5]
+    );
+    assert_eq!(
+        names.iter().filter(|n| **n == "search_tools").count(),
+        1,
+        "listed once: {names:?}"
     );
 }
 

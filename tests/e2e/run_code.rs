@@ -59,7 +59,7 @@ async fn content_covers_logs_only_result_only_both_and_neither() {
         "{\n  \"n\": 1,\n  \"list\": [\n    1,\n    2\n  ]\n}"
     );
     assert_eq!(cm.run("console.log('x'); return 2;").await.text(), "x\n2");
-    let neither = cm.run("const x = 1;").await;
+    let neither = cm.run("const x = 1;\nif (x > 1) console.log(x);").await;
     assert_eq!(neither.text(), NO_OUTPUT);
     assert_eq!(neither.value(), Some(&json!({"logs": []})));
     assert_eq!(
@@ -279,7 +279,11 @@ async fn a_throwing_pre_execute_hook_skips_post_execute_but_is_still_logged() {
 
 #[tokio::test]
 async fn invalid_arguments_are_refused_before_the_tool_with_a_path() {
-    let mut cm = CodeMode::new();
+    // Preflight would refuse the literal before the run: this is the pipeline's own check.
+    let mut cm = CodeMode::with(
+        RunCodeConfig::default().preflight(false),
+        Budgets::default(),
+    );
     cm.add(
         codemode_runtime::tools::ToolDefinitionBuilder::from(echo())
             .parameters(

@@ -140,6 +140,11 @@ pub struct BudgetArgs {
     /// Append the session events (tool calls, results, sub-call dispatches) to FILE as JSONL.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
+    /// Run programs without checking their tool calls first. By default a program whose calls
+    /// cannot succeed (an unknown tool, an argument literal its schema refuses) is refused
+    /// before anything runs, with every such call and its line.
+    #[arg(long)]
+    pub no_preflight: bool,
 }
 
 impl BudgetArgs {

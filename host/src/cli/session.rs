@@ -243,8 +243,9 @@ impl ToolSession {
         on_run: Option<RunObserver>,
         pausing: Option<Pausing>,
     ) -> Result<(), String> {
-        let mut config =
-            RunCodeConfig::default().max_parallel_sub_calls(budget.max_parallel as usize);
+        let mut config = RunCodeConfig::default()
+            .max_parallel_sub_calls(budget.max_parallel as usize)
+            .preflight(!budget.no_preflight);
         config.on_run = on_run;
         if let Some(pausing) = pausing {
             let known: Vec<String> = self

@@ -5,13 +5,9 @@ use swc_ecma_ast::{
     AssignTarget, Callee, ClassDecl, ClassExpr, Expr, ExprOrSpread, FnDecl, FnExpr, MemberExpr,
     MemberProp, ObjectPatProp, OptCall, Pat, Prop, PropName, SimpleAssignTarget, Stmt,
 };
-use swc_ecma_parser::{Parser, StringInput, Syntax, TsSyntax};
 use swc_ecma_visit::{Visit, VisitWith};
 
-use crate::strip::{PREFIX, SUFFIX};
-
-/// Spans start at 1: swc treats position 0 as "no position".
-const BASE: u32 = 1;
+use crate::source::Source;
 
 /// What a failing position points at.
 pub(super) enum Site {
@@ -39,74 +35,30 @@ pub(super) enum Site {
     In { key: String, object: String },
 }
 
-pub(super) struct Located {
-    /// The wrapped text the spans index (after [`BASE`]).
-    wrapped: String,
-    body: Vec<Stmt>,
+/// The parsed program, asked what a failing position points at.
+pub(super) struct Located(Source);
+
+impl std::ops::Deref for Located {
+    type Target = Source;
+    fn deref(&self) -> &Source {
+        &self.0
+    }
 }
 
 impl Located {
     pub(super) fn parse(program: &str) -> Option<Self> {
-        let wrapped = format!("{PREFIX}{program}{SUFFIX}");
-        let end = BytePos(BASE + u32::try_from(wrapped.len()).ok()?);
-        let input = StringInput::new(&wrapped, BytePos(BASE), end);
-        let syntax = Syntax::Typescript(TsSyntax::default());
-        let mut parser = Parser::new(syntax, input, None);
-        let script = parser.parse_script().ok()?;
-        let body = script.body.into_iter().find_map(|stmt| match stmt {
-            Stmt::Decl(swc_ecma_ast::Decl::Fn(f)) => f.function.body.map(|b| b.stmts),
-            _ => None,
-        })?;
-        Some(Self { wrapped, body })
-    }
-
-    fn program(&self) -> &str {
-        &self.wrapped[PREFIX.len()..self.wrapped.len() - SUFFIX.len()]
-    }
-
-    /// The byte offset in the wrapped text of a 1-based line and column of the program
-    /// (columns count characters; lines end as Boa's do, see [`line_starts`]).
-    pub(super) fn offset_of(&self, line: u32, column: u32) -> Option<usize> {
-        if line == 0 || column == 0 {
-            return None;
-        }
-        let program = self.program();
-        let start = *line_starts(program).get(line as usize - 1)?;
-        let within = program[start..]
-            .char_indices()
-            .nth(column as usize - 1)
-            .map(|(i, _)| i)?;
-        Some(PREFIX.len() + start + within)
-    }
-
-    /// The 1-based line and column of a span's start in the program.
-    fn position(&self, span: Span) -> (u32, u32) {
-        let program = self.program();
-        let offset = ((span.lo.0 - BASE) as usize)
-            .saturating_sub(PREFIX.len())
-            .min(program.len());
-        let starts = line_starts(program);
-        let line = starts.partition_point(|&s| s <= offset).max(1);
-        let start = starts[line - 1];
-        let column = program.get(start..offset).map_or(0, |t| t.chars().count());
-        (line as u32, column as u32 + 1)
-    }
-
-    fn text(&self, span: Span) -> String {
-        let lo = (span.lo.0.saturating_sub(BASE)) as usize;
-        let hi = (span.hi.0.saturating_sub(BASE)) as usize;
-        self.wrapped.get(lo..hi).unwrap_or("").to_owned()
+        Source::parse(program).map(Self)
     }
 
     /// What the failing position `offset` (in the wrapped text) may point at, innermost first:
     /// several nodes can start at one position, and the engine's message says which kind failed.
     pub(super) fn sites_at(&self, offset: usize) -> Vec<Site> {
-        let Ok(offset) = u32::try_from(offset) else {
+        let Some(at) = Source::at(offset) else {
             return Vec::new();
         };
         let mut finder = SiteFinder {
             located: self,
-            at: BytePos(BASE + offset),
+            at,
             found: Vec::new(),
         };
         for stmt in &self.body {
@@ -134,59 +86,23 @@ impl Located {
         refs.first.map(|span| self.position(span))
     }
 
-    /// The line and text of the program's last statement when it is an expression whose value
-    /// a `return` was probably meant for: not an assignment, an update, a unary operation
-    /// (`delete`, `void`, `!x`, …), a literal, or a `console` call.
-    pub(super) fn bare_last_expression(&self) -> Option<(u32, String)> {
-        let Stmt::Expr(last) = self.body.last()? else {
+    /// The line of the program's last statement and the name it declares, when it is a
+    /// declaration of one plain name (`const result = …`): a value the program probably meant
+    /// to return.
+    pub(super) fn declared_last(&self) -> Option<(u32, String)> {
+        let Stmt::Decl(swc_ecma_ast::Decl::Var(var)) = self.body.last()? else {
             return None;
         };
-        let mut expr = &*last.expr;
-        loop {
-            match expr {
-                Expr::Paren(p) => expr = &p.expr,
-                Expr::Await(a) => {
-                    if is_console_call(&a.arg) {
-                        return None;
-                    }
-                    break;
-                }
-                _ => break,
-            }
-        }
-        let dropped = matches!(
-            expr,
-            Expr::Assign(_) | Expr::Update(_) | Expr::Unary(_) | Expr::Lit(_)
-        ) || is_console_call(expr);
-        if dropped {
+        let [declarator] = &var.decls[..] else {
             return None;
-        }
-        let (line, _) = self.position(last.span);
-        Some((line, self.text(last.expr.span())))
-    }
-}
-
-/// Byte offsets where the program's lines start, ending lines where Boa's lexer does: at `\n`,
-/// `\r` (`\r\n` counts once), U+2028 and U+2029, inside strings and comments too.
-fn line_starts(program: &str) -> Vec<usize> {
-    let mut starts = vec![0];
-    let mut chars = program.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        let end = match c {
-            '\r' => match chars.peek() {
-                Some(&(_, '\n')) => {
-                    chars.next();
-                    i + 2
-                }
-                _ => i + 1,
-            },
-            '\n' => i + 1,
-            '\u{2028}' | '\u{2029}' => i + 3,
-            _ => continue,
         };
-        starts.push(end);
+        let Pat::Ident(name) = &declarator.name else {
+            return None;
+        };
+        declarator.init.as_ref()?;
+        let (line, _) = self.position(var.span);
+        Some((line, name.id.sym.to_string()))
     }
-    starts
 }
 
 /// `a`, `a.b.c` (through parentheses and type assertions): an expression short and plain
@@ -206,19 +122,6 @@ fn path_text(expr: &Expr) -> Option<String> {
         Expr::TsTypeAssertion(n) => path_text(&n.expr),
         _ => None,
     }
-}
-
-fn is_console_call(expr: &Expr) -> bool {
-    let Expr::Call(call) = expr else {
-        return false;
-    };
-    let Callee::Expr(callee) = &call.callee else {
-        return false;
-    };
-    let Expr::Member(m) = &**callee else {
-        return false;
-    };
-    matches!(&*m.obj, Expr::Ident(i) if &*i.sym == "console")
 }
 
 /// Whether every operation in `expr` that can throw on `undefined` or `null` carries its own
@@ -273,7 +176,7 @@ impl SiteFinder<'_> {
     /// A for-of or spread iterating `expr`: placed at the expression's start.
     fn iterate(&mut self, expr: &Expr) {
         if expr.span().lo == self.at {
-            let iterable = self.located.text(expr.span());
+            let iterable = self.located.text(expr.span()).to_owned();
             self.offer(expr.span(), Site::Iterate { iterable });
         }
     }
@@ -344,8 +247,7 @@ impl SiteFinder<'_> {
         if !args.iter().all(|a| a.spread.is_none() && placed(&a.expr)) {
             return;
         }
-        let from = (after.0 - BASE) as usize;
-        let Some(rest) = self.located.wrapped.get(from..) else {
+        let Some(rest) = self.located.wrapped_from(after) else {
             return;
         };
         let Some(paren) = rest.find('(') else {
@@ -375,7 +277,7 @@ impl SiteFinder<'_> {
             },
             _ => None,
         };
-        let callee_text = self.located.text(callee.span());
+        let callee_text = self.located.text(callee.span()).to_owned();
         self.offer(
             span,
             Site::Call {
@@ -392,9 +294,13 @@ impl SiteFinder<'_> {
                 c.expr.span(),
                 format!("[{}]", self.located.text(c.expr.span())),
             ),
-            MemberProp::PrivateName(p) => (p.span, self.located.text(p.span)),
+            MemberProp::PrivateName(p) => (p.span, self.located.text(p.span).to_owned()),
         };
-        Some((at, self.located.text(member.obj.span()), property))
+        Some((
+            at,
+            self.located.text(member.obj.span()).to_owned(),
+            property,
+        ))
     }
 }
 
@@ -430,7 +336,7 @@ impl Visit for SiteFinder<'_> {
             .flatten()
             .all(|a| a.spread.is_none() && placed(&a.expr));
         if node.span.lo == self.at && args_placed {
-            let callee = self.located.text(node.callee.span());
+            let callee = self.located.text(node.callee.span()).to_owned();
             self.offer(node.span, Site::New { callee });
         }
         node.visit_children_with(self);
@@ -475,9 +381,9 @@ impl Visit for SiteFinder<'_> {
         if node.op == swc_ecma_ast::BinaryOp::In && node.span.lo == self.at {
             let key = match &*node.left {
                 Expr::Lit(swc_ecma_ast::Lit::Str(s)) => format!("'{}'", s.value.to_string_lossy()),
-                left => self.located.text(left.span()),
+                left => self.located.text(left.span()).to_owned(),
             };
-            let object = self.located.text(node.right.span());
+            let object = self.located.text(node.right.span()).to_owned();
             self.offer(node.span, Site::In { key, object });
         }
         node.visit_children_with(self);

@@ -1,7 +1,7 @@
 //! Failures a model can fix in one retry: Boa's generic error texts made to name what V8's
 //! name (the callee, the property read or set, an unknown tool and its nearest names), from
 //! the program text and the position the guest reported, and a hint for a program that ends
-//! with a bare expression and returns nothing.
+//! by declaring a value it then drops.
 //!
 //! Everything here runs after a run has settled and only when it failed (or returned
 //! `undefined`), so it costs the success path nothing. The program is parsed again with swc
@@ -10,7 +10,7 @@
 //! alone, and a failure that cannot be placed keeps Boa's words.
 
 mod locate;
-mod nearest;
+pub(crate) mod nearest;
 
 use codemode_runtime::code::{FailureKind, RunResult};
 use codemode_runtime::ledger;
@@ -162,10 +162,9 @@ fn work(program: &str, vocabulary: &Vocabulary, wanted: Wanted) -> Outcome {
     };
     match wanted {
         Wanted::Failure(pending) => Outcome::Failure(better(&located, vocabulary, &pending)),
-        Wanted::Hint => Outcome::Hint(located.bare_last_expression().map(|(line, text)| {
+        Wanted::Hint => Outcome::Hint(located.declared_last().map(|(line, name)| {
             format!(
-                "hint: the program returned nothing; its last statement (line {line}) is an expression whose value is dropped: write `return {}` to return it",
-                quoted(&text)
+                "hint: the program returned nothing; its last statement (line {line}) declares `{name}`: end with `return {name}` (or just `{name}`) to return it"
             )
         })),
     }
@@ -285,12 +284,18 @@ fn unknown_member(vocabulary: &Vocabulary, global: &str, name: &str) -> Option<S
     if names.iter().any(|n| n == name) {
         return None;
     }
+    Some(format!(": {}", describe_unknown(global, name, names)))
+}
+
+/// `unknown tool "serach"; did you mean "search"? Known: …`: a member `name` that namespace
+/// `global` (with members `names`) does not have, and the names it probably meant.
+pub(crate) fn describe_unknown(global: &str, name: &str, names: &[String]) -> String {
     let what = if global == "tools" {
         "tool".to_owned()
     } else {
         format!("member of {global}")
     };
-    let mut text = format!(": unknown {what} {}", quote_name(name));
+    let mut text = format!("unknown {what} {}", quote_name(name));
     let near = nearest::nearest(name, names, MAX_SUGGESTIONS);
     if near.is_empty() {
         text.push('.');
@@ -306,7 +311,7 @@ fn unknown_member(vocabulary: &Vocabulary, global: &str, name: &str) -> Option<S
             names.len()
         ));
     }
-    Some(text)
+    text
 }
 
 fn quote_name(name: &str) -> String {

@@ -4,7 +4,7 @@
 /// Damerau–Levenshtein, at most a third of the longer name, at least 2), closest first, ties in
 /// the names' order. A name that contains the wanted one (or the other way round) counts as
 /// close too: `search` for `searchDocs`.
-pub(super) fn nearest<'a>(wanted: &str, names: &'a [String], most: usize) -> Vec<&'a str> {
+pub(crate) fn nearest<'a>(wanted: &str, names: &'a [String], most: usize) -> Vec<&'a str> {
     // The table below is quadratic in the names' lengths; no tool name is this long.
     if wanted.len() > MAX_COMPARED_BYTES {
         return Vec::new();
@@ -39,7 +39,7 @@ const MAX_COMPARED_BYTES: usize = 256;
 
 /// Optimal string alignment distance: insertions, deletions, substitutions and adjacent
 /// transpositions each cost one.
-fn distance(a: &str, b: &str) -> usize {
+pub(crate) fn distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
     let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];

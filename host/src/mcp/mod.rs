@@ -4,6 +4,7 @@
 //! `progress`), with bounded, expiring sessions for its HTTP transport ([`sessions`]). Both
 //! use `rmcp`, the official Rust SDK.
 
+mod discovery;
 mod input;
 pub(crate) mod progress;
 pub mod server;

@@ -27,10 +27,10 @@ use codemode_runtime::run_code::{is_sub_call_id, Flavor, Resumptions};
 use codemode_runtime::signal::AbortController;
 use codemode_runtime::tools::plugins::policy::Policy;
 use codemode_runtime::tools::{
-    AgentScope, ApprovalHook, ApprovalOutcome, ApprovalRequest, ContentBlock, Registry,
-    ToolExecutionInput, ToolExecutionResult, RUN_CODE_NAME,
+    AgentScope, ApprovalHook, ApprovalOutcome, ApprovalRequest, ContentBlock, RegistrationGuard,
+    Registry, ToolExecutionInput, ToolExecutionResult, RUN_CODE_NAME,
 };
-use codemode_sdk_gen::{render_declarations, search, Language, ToolSchema};
+use codemode_sdk_gen::{render_declarations, Language, ToolSchema};
 use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ElicitRequestParams,
@@ -44,14 +44,13 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::input;
+use super::{discovery, input};
 use crate::{Durability, Readiness};
 
 /// The environment variable that holds the HTTP server's bearer token when
 /// `--auth-token-file` is not given. A secret of codemode's own: no upstream server gets it.
 pub const TOKEN_ENV: &str = "CODEMODE_MCP_TOKEN";
 /// Most declarations one search returns.
-const MAX_SEARCH_LIMIT: u64 = 50;
 /// How often a long call reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
@@ -85,6 +84,8 @@ pub struct Served {
     pausing: OnceLock<ServedPausing>,
     /// How long calls run before they become tasks, and where tasks are kept.
     tasks: OnceLock<ServedTasks>,
+    /// `search_tools` registered for programs, while discovery is on.
+    searching: Mutex<Option<RegistrationGuard>>,
 }
 
 /// How a server turns long calls into tasks (the MCP tasks extension).
@@ -118,7 +119,7 @@ fn tool(name: &str, description: String, input: Value, output: Option<Value>) ->
 
 /// What clients are told: `run_code` (with the SDK or, past the budget, a list and
 /// `search_tools`) and, with `--mode both`, the tools themselves.
-struct Listing {
+pub(super) struct Listing {
     tools: Vec<Tool>,
     native: HashSet<String>,
     /// The SDK's tools, when the description only lists them.
@@ -126,6 +127,11 @@ struct Listing {
 }
 
 impl Listing {
+    /// The tools `search_tools` searches, when discovery is on.
+    pub(super) fn discovery(&self) -> Option<&[ToolSchema]> {
+        self.discovery.as_deref()
+    }
+
     fn new(registry: &Registry, sdk_tools: Vec<ToolSchema>, presentation: &Presentation) -> Self {
         let flavor = presentation.flavor;
         let (description, progressive) =
@@ -148,15 +154,8 @@ impl Listing {
         if progressive {
             tools.extend(tool(
                 SEARCH_TOOLS_NAME,
-                format!("Find the tools a `run_code` program can call: returns the typed {} declarations of the tools whose name or description match the query, best first.", flavor.language.title()),
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "query": {"type": "string", "description": "Words from the tool's name or purpose."},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "description": "Most tools to return (default 10)."},
-                    },
-                    "required": ["query"],
-                }),
+                format!("Find the tools a `run_code` program can call: returns the typed {} declarations of the tools whose name or description match the query, best first. Programs can call it too, as `tools.{SEARCH_TOOLS_NAME}({{ query, limit? }})`.", flavor.language.title()),
+                discovery::parameters(),
                 None,
             ));
         }
@@ -198,7 +197,7 @@ impl Served {
         presentation: &Presentation,
     ) -> Arc<Self> {
         let listing = Listing::new(&registry, sdk_tools, presentation);
-        Arc::new(Self {
+        let served = Arc::new(Self {
             registry,
             presentation: presentation.clone(),
             listing: RwLock::new(Arc::new(listing)),
@@ -208,7 +207,33 @@ impl Served {
             session_end: Mutex::new(None),
             pausing: OnceLock::new(),
             tasks: OnceLock::new(),
-        })
+            searching: Mutex::new(None),
+        });
+        served.offer_search();
+        served
+    }
+
+    /// Registers `search_tools` for programs while the listing uses discovery, and removes
+    /// it when it no longer does.
+    fn offer_search(self: &Arc<Self>) {
+        let on = self.listing().discovery.is_some();
+        let mut searching = self.searching.lock().unwrap_or_else(|p| p.into_inner());
+        if !on {
+            *searching = None;
+        } else if searching.is_none() {
+            match self
+                .registry
+                .register(discovery::definition(Arc::downgrade(self)), None)
+            {
+                Ok(guard) => *searching = Some(guard),
+                Err(e) => tracing::warn!("programs cannot call {SEARCH_TOOLS_NAME}: {e}"),
+            }
+        }
+    }
+
+    /// The language programs and declarations are written in.
+    pub(super) fn language(&self) -> Language {
+        self.language
     }
 
     /// Makes `run_code` calls of clients that declared the tasks extension tasks once they
@@ -224,9 +249,10 @@ impl Served {
     /// Tells clients of another list of tools a program may call (an upstream server's
     /// changed): what they are told is made again, and every live session gets
     /// `notifications/tools/list_changed`.
-    pub fn tools_changed(&self, sdk_tools: Vec<ToolSchema>) {
+    pub fn tools_changed(self: &Arc<Self>, sdk_tools: Vec<ToolSchema>) {
         let listing = Listing::new(&self.registry, sdk_tools, &self.presentation);
         *self.listing.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(listing);
+        self.offer_search();
         let peers: Vec<Peer<RoleServer>> = self
             .peers()
             .values()
@@ -240,7 +266,7 @@ impl Served {
         }
     }
 
-    fn listing(&self) -> Arc<Listing> {
+    pub(super) fn listing(&self) -> Arc<Listing> {
         self.listing
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -388,19 +414,16 @@ impl Session {
 
     async fn search(&self, arguments: &Value) -> Result<CallToolResult, McpError> {
         let listing = self.served.listing();
-        let tools = listing.discovery.as_deref().unwrap_or_default();
-        let Some(query) = arguments.get("query").and_then(Value::as_str) else {
-            return Err(McpError::invalid_params(
-                "search_tools needs a string \"query\"",
-                None,
-            ));
-        };
-        let limit = arguments
-            .get("limit")
-            .and_then(Value::as_u64)
-            .unwrap_or(10)
-            .clamp(1, MAX_SEARCH_LIMIT) as usize;
-        let found: Vec<ToolSchema> = search(tools, query, limit).into_iter().cloned().collect();
+        let tools = listing.discovery().unwrap_or_default();
+        let found: Vec<ToolSchema> = discovery::found(tools, arguments)
+            .map_err(|message| McpError::invalid_params(message, None))?
+            .into_iter()
+            .cloned()
+            .collect();
+        let query = arguments
+            .get("query")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let text = if found.is_empty() {
             format!("No tool matches {query:?}. The tools are listed in run_code's description.")
         } else {
@@ -819,6 +842,7 @@ impl ApprovalHook for ElicitApproval {
 /// The policy-filtered SDK tools of a registry scope.
 pub fn permitted_tools(registry: &Registry, policy: &Policy) -> Vec<ToolSchema> {
     let mut tools = sdk_tools(registry, None);
-    tools.retain(|t| policy.permits(&t.name));
+    // `search_tools` is how programs find these tools, not one of them.
+    tools.retain(|t| policy.permits(&t.name) && t.name != SEARCH_TOOLS_NAME);
     tools
 }

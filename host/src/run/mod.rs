@@ -95,6 +95,8 @@ pub enum Outcome {
 pub struct RunMetrics {
     /// Time spent erasing TypeScript types.
     pub strip: std::time::Duration,
+    /// Time spent reading the stripped program once more: preflight and its completion value.
+    pub preflight: std::time::Duration,
     /// Time from an empty store to a ready instance.
     pub instantiate: std::time::Duration,
     /// Time from the start of the run to its result.

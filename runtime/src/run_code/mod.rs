@@ -85,6 +85,9 @@ pub struct RunCodeConfig {
     pub approve_on: BTreeSet<String>,
     /// Where the host leaves resumptions for `run_code` calls it is about to make.
     pub resumptions: Option<Arc<Resumptions>>,
+    /// Check each program's tool calls against the tools' schemas before it runs (on by
+    /// default; see [`crate::code::Preflight`]).
+    pub preflight: bool,
 }
 
 /// The id of a program's `seq`th call (from 1) in the `run_code` call `parent`.
@@ -141,6 +144,7 @@ impl Default for RunCodeConfig {
             pause_on: BTreeSet::new(),
             approve_on: BTreeSet::new(),
             resumptions: None,
+            preflight: true,
         }
     }
 }
@@ -155,6 +159,7 @@ impl fmt::Debug for RunCodeConfig {
             .field("pause_on", &self.pause_on)
             .field("approve_on", &self.approve_on)
             .field("resumptions", &self.resumptions.is_some())
+            .field("preflight", &self.preflight)
             .finish()
     }
 }
@@ -193,6 +198,13 @@ impl RunCodeConfig {
     /// Lets the host resume paused runs through `resumptions`.
     pub fn resumptions(mut self, resumptions: Arc<Resumptions>) -> Self {
         self.resumptions = Some(resumptions);
+        self
+    }
+
+    /// Sets [`RunCodeConfig::preflight`]: `false` runs programs without checking their calls
+    /// first.
+    pub fn preflight(mut self, on: bool) -> Self {
+        self.preflight = on;
         self
     }
 

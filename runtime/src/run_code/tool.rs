@@ -12,8 +12,8 @@ use tracing::{Instrument, Span};
 use codemode_sdk_gen::Language;
 
 use crate::code::{
-    BindingFn, BindingNamespace, BindingRef, CodeRuntime, ErrorClass, PausedRun, RunRequest,
-    RunResult,
+    BindingFn, BindingNamespace, BindingRef, CodeRuntime, ErrorClass, PausedRun, Preflight,
+    RunRequest, RunResult,
 };
 use crate::telemetry;
 use crate::tools::error::codes;
@@ -209,12 +209,19 @@ async fn execute(
         span: span.clone(),
     };
     let scheduler = Scheduler::new(&ctx, driver_config);
-    let functions: BTreeMap<String, BindingFn> = registry
-        .definitions(ctx.agent())
-        .iter()
-        .filter(|d| d.name() != RUN_CODE_NAME)
+    let definitions = registry.definitions(ctx.agent());
+    let visible = || definitions.iter().filter(|d| d.name() != RUN_CODE_NAME);
+    let functions: BTreeMap<String, BindingFn> = visible()
         .map(|d| (d.name().to_owned(), binding(scheduler.clone(), d.name())))
         .collect();
+    let preflight = shared.config.preflight.then(|| {
+        Arc::new(Preflight {
+            schemas: visible()
+                .map(|d| (BindingRef::new("tools", d.name()), d.parameters().clone()))
+                .collect(),
+        })
+    });
+    drop(definitions);
     drop(registry);
     // The configured tool names, as the members of the `tools` namespace they are bound as.
     let tools = |names: &BTreeSet<String>| -> BTreeSet<BindingRef> {
@@ -246,6 +253,7 @@ async fn execute(
             }),
         }],
         signal: Some(scheduler.run_signal()),
+        preflight,
     };
     // The run and its scheduler are polled together, in this call's task: sub-calls advance
     // whenever the run yields (mid-computation too), and the scheduler keeps going after the

@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::run_code::prompt::SEARCH_TOOLS_NAME;
 use crate::tools::hooks::PreDecision;
 use crate::tools::registry::{RegistrationGuard, Registry};
 use crate::tools::RUN_CODE_NAME;
@@ -71,7 +72,8 @@ impl Policy {
             return Some(format!("tool \"{name}\" is denied by policy"));
         }
         match &self.allow {
-            Some(allowed) if !allowed.contains(name) => {
+            // An allow list names the tools; finding them stays possible.
+            Some(allowed) if !allowed.contains(name) && name != SEARCH_TOOLS_NAME => {
                 let listed: Vec<&str> = allowed.iter().map(String::as_str).collect();
                 Some(format!(
                     "tool \"{name}\" is not in the allowed set ({})",

@@ -23,6 +23,9 @@ use serde_json::{json, Value};
 
 use super::{BenchArgs, EXIT_OK, EXIT_USAGE};
 
+mod durable;
+mod preflight;
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -227,7 +230,7 @@ fn holding_namespace(release: Arc<AtomicBool>) -> BindingNamespace {
 }
 
 /// The compute workload shared with the peer scripts: a function body ending in `return`.
-const COMPUTE_PROGRAM: &str = include_str!("../../../fixtures/workloads/compute.js");
+const COMPUTE_PROGRAM: &str = include_str!("../../../../fixtures/workloads/compute.js");
 const COMPUTE_RESULT: f64 = 899_397.0;
 
 /// Samples taken of the compute workload (the median is reported).
@@ -305,7 +308,7 @@ async fn interruption_study(compute: bool) -> Result<(Value, Value), String> {
 
 /// The data workload shared with the peer scripts: it reads `data_text()` through a
 /// `read_file` tool and times its phases itself.
-const DATA_PROGRAM: &str = include_str!("../../../fixtures/workloads/data.js");
+const DATA_PROGRAM: &str = include_str!("../../../../fixtures/workloads/data.js");
 const DATA_ROWS: u64 = 50_000;
 
 /// The data workload's tool result, byte for byte what `dataText` in
@@ -414,71 +417,6 @@ async fn data_workload(rt: &WasmCodeRuntime) -> Result<Value, String> {
     }))
 }
 
-/// A program that pauses at once, and one that holds 10 MB of live strings when it pauses.
-const PAUSE_SMALL: &str = "const v = await tools.approve({}); return v;";
-const PAUSE_10MB: &str = "const rows = Array.from({ length: 100000 }, (_, i) => String(i).padStart(100, 'x')); const v = await tools.approve({}); return [v, rows.length, rows[99999].length];";
-/// The same amount of live data, random (what compresses worst).
-const PAUSE_10MB_RANDOM: &str = "const rows = Array.from({ length: 100000 }, () => Array.from({ length: 5 }, () => Math.random().toString(36).slice(2, 22)).join('')); const v = await tools.approve({}); return [v, rows.length];";
-
-/// Record size, pause time (writing the record) and resume time (reading, checking and
-/// restoring it) for each program, medians of three runs, on a private state directory.
-async fn durable_study() -> Result<Value, String> {
-    use codemode_runtime::code::{BindingRef, Resume};
-    let dir = std::env::temp_dir().join(format!("codemode-bench-state-{}", std::process::id()));
-    let durability = codemode_host::Durability::local(&dir).map_err(|e| e.to_string())?;
-    let rt = WasmCodeRuntime::new(codemode_host::Budgets::default())
-        .map_err(|e| e.to_string())?
-        .with_durability(durability);
-    let approve: BindingFn = codemode_runtime::code::binding(|args, _| async move { Ok(args) });
-    let namespace = || tools_namespace([("approve".to_owned(), approve.clone())].into());
-    let mut out = serde_json::Map::new();
-    let programs = [
-        ("small", PAUSE_SMALL),
-        ("live_10mb", PAUSE_10MB),
-        ("live_10mb_random", PAUSE_10MB_RANDOM),
-    ];
-    for (label, program) in programs {
-        let (mut pauses, mut resumes, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..3 {
-            let mut paused_request = request(program, vec![namespace()]);
-            paused_request.pause_on = [BindingRef::new("tools", "approve")].into();
-            let (first, metrics) = rt
-                .run_measured(paused_request)
-                .await
-                .map_err(|e| e.to_string())?;
-            let paused = first.paused.ok_or("the benchmark program did not pause")?;
-            pauses.push(metrics.pause);
-            sizes.push(metrics.record_bytes);
-            let mut resumed_request = request("", vec![namespace()]);
-            resumed_request.resume = Some(Resume {
-                run_id: paused.run_id,
-                replies: vec![(paused.pending[0].call_id.clone(), Ok(json!(true)))],
-            });
-            let (done, metrics) = rt
-                .run_measured(resumed_request)
-                .await
-                .map_err(|e| e.to_string())?;
-            if let Some(error) = done.error {
-                return Err(format!(
-                    "the resumed benchmark program failed: {}",
-                    error.message
-                ));
-            }
-            resumes.push(metrics.restore);
-        }
-        out.insert(
-            label.to_owned(),
-            json!({
-                "record_bytes": median(sizes),
-                "pause_ms": ms(median(pauses)),
-                "resume_ms": ms(median(resumes)),
-            }),
-        );
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(Value::Object(out))
-}
-
 async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let rt = WasmCodeRuntime::new(Budgets::default()).map_err(|e| e.to_string())?;
     if args.data_only {
@@ -499,12 +437,13 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let first_run = cold.elapsed();
 
     let mut totals = Vec::with_capacity(args.runs);
-    let (mut strip, mut instantiate) = (Duration::ZERO, Duration::ZERO);
+    let (mut strip, mut read, mut instantiate) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut fresh_fuel = 0;
     for _ in 0..args.runs.max(1) {
         let m = measured(&rt, "return 1", vec![]).await?;
         totals.push(m.total);
         strip += m.strip;
+        read += m.preflight;
         instantiate += m.instantiate;
         fresh_fuel = m.fuel_consumed;
     }
@@ -513,9 +452,10 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let p50 = percentile(&totals, 0.5);
     let p99 = percentile(&totals, 0.99);
     let strip_avg = strip / n;
+    let read_avg = read / n;
     let instantiate_avg = instantiate / n;
     let mean_total = totals.iter().sum::<Duration>() / n;
-    let eval_avg = mean_total.saturating_sub(strip_avg + instantiate_avg);
+    let eval_avg = mean_total.saturating_sub(strip_avg + read_avg + instantiate_avg);
 
     // Per-call overhead: 1,000 sequential awaited echo calls, minus an empty run.
     let calls = 1_000u32;
@@ -632,7 +572,8 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         Err(_) => None,
     };
 
-    let durable = durable_study().await?;
+    let durable = durable::study().await?;
+    let preflight = preflight::measure()?;
     let data = data_workload(&rt).await?;
     let (interruption, interruption_data) = if args.interruption {
         interruption_study(true).await?
@@ -645,10 +586,12 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "fresh_run_p99_us": us(p99),
         "fresh_run_split_us": {
             "strip": us(strip_avg),
+            "preflight": us(read_avg),
             "instantiate": us(instantiate_avg),
             "eval": us(eval_avg),
         },
         "fresh_run_fuel": fresh_fuel,
+        "preflight": preflight,
         "first_run_ms": ms(first_run),
         "module_from_disk_cache": codemode_host::module_from_disk_cache(),
         "sub_call_us": us(sub_call),
@@ -756,6 +699,13 @@ pub async fn bench(args: BenchArgs) -> u8 {
             "ms",
             Some((5.0, true)),
         ),
+        (
+            "preflight checks, 200 lines",
+            "/preflight/check_us",
+            "µs",
+            Some((preflight::BUDGET_US, true)),
+        ),
+        ("  its parse", "/preflight/parse_us", "µs", None),
         ("compute workload", "compute_ms", "ms", None),
         (
             "data workload (7 MB, 50k rows)",
@@ -869,8 +819,9 @@ pub async fn bench(args: BenchArgs) -> u8 {
     }
     if let Some(split) = report.get("fresh_run_split_us") {
         println!(
-            "split of a fresh run (mean µs): strip {:.1}, instantiate {:.1}, eval {:.1}",
+            "split of a fresh run (mean µs): strip {:.1}, preflight {:.1}, instantiate {:.1}, eval {:.1}",
             split["strip"].as_f64().unwrap_or(f64::NAN),
+            split["preflight"].as_f64().unwrap_or(f64::NAN),
             split["instantiate"].as_f64().unwrap_or(f64::NAN),
             split["eval"].as_f64().unwrap_or(f64::NAN)
         );

@@ -1,0 +1,66 @@
+//! What preflight costs: the 200-line program in `fixtures/workloads/preflight.ts`, parsed
+//! (swc, a parse of its own beside the stripper's) and checked against the built-in tools'
+//! schemas, each measured apart.
+
+use std::time::{Duration, Instant};
+
+use codemode_host::preflight::{self, Namespace};
+use serde_json::{json, Value};
+
+const PROGRAM: &str = include_str!("../../../../fixtures/workloads/preflight.ts");
+
+/// The design's budget for the checks of a 200-line program.
+pub(super) const BUDGET_US: f64 = 50.0;
+
+/// Checks per timed round; the median round is reported.
+const CHECKS: u32 = 200;
+const ROUNDS: usize = 7;
+
+pub(super) fn measure() -> Result<Value, String> {
+    let definitions = codemode_host::builtins::definitions(".");
+    let mut members: Vec<String> = definitions.iter().map(|d| d.name().to_owned()).collect();
+    members.sort();
+    let namespaces = vec![Namespace {
+        global: "tools".into(),
+        members,
+        schemas: definitions
+            .iter()
+            .map(|d| (d.name().to_owned(), d.parameters().clone()))
+            .collect(),
+    }];
+    let problems = preflight::check(PROGRAM, &namespaces);
+    if !problems.is_empty() {
+        return Err(format!("the preflight workload has problems: {problems:?}"));
+    }
+    let parse = median_per_call(|| {
+        std::hint::black_box(preflight::parse(std::hint::black_box(PROGRAM)));
+    });
+    let parsed = preflight::parse(PROGRAM).ok_or("the preflight workload does not parse")?;
+    let check = median_per_call(|| {
+        std::hint::black_box(preflight::check_parsed(
+            std::hint::black_box(&parsed),
+            &namespaces,
+        ));
+    });
+    Ok(json!({
+        "lines": PROGRAM.lines().count(),
+        "parse_us": parse.as_secs_f64() * 1e6,
+        "check_us": check.as_secs_f64() * 1e6,
+        "budget_us": BUDGET_US,
+    }))
+}
+
+/// The median over [`ROUNDS`] rounds of the time one `work` takes.
+fn median_per_call(mut work: impl FnMut()) -> Duration {
+    let mut rounds: Vec<Duration> = (0..ROUNDS)
+        .map(|_| {
+            let started = Instant::now();
+            for _ in 0..CHECKS {
+                work();
+            }
+            started.elapsed() / CHECKS
+        })
+        .collect();
+    rounds.sort();
+    rounds[ROUNDS / 2]
+}

@@ -1,0 +1,126 @@
+//! The program as swc parses it: the body of the async function it runs as, with a way from
+//! spans back to the lines and columns the model wrote. Parsed again after stripping, for
+//! the checks before a run (`preflight`, the completion value) and for explaining a failure.
+
+use swc_common::{BytePos, Span};
+use swc_ecma_ast::{Decl, Stmt};
+use swc_ecma_parser::{Parser, StringInput, Syntax, TsSyntax};
+
+use crate::strip::{PREFIX, SUFFIX};
+
+/// Spans start at 1: swc treats position 0 as "no position".
+const BASE: u32 = 1;
+
+/// A parsed program: its statements and the wrapped text their spans index.
+pub(crate) struct Source {
+    /// The wrapped text the spans index (after [`BASE`]).
+    wrapped: String,
+    /// The program's top-level statements.
+    pub(crate) body: Vec<Stmt>,
+    /// Byte offsets where the program's lines start (see [`line_starts`]).
+    starts: Vec<usize>,
+}
+
+impl Source {
+    /// Parses `program` as a function body; `None` when it does not parse (the stripper has
+    /// already refused such a program with swc's own words).
+    pub(crate) fn parse(program: &str) -> Option<Self> {
+        let wrapped = format!("{PREFIX}{program}{SUFFIX}");
+        let end = BytePos(BASE + u32::try_from(wrapped.len()).ok()?);
+        let input = StringInput::new(&wrapped, BytePos(BASE), end);
+        let syntax = Syntax::Typescript(TsSyntax::default());
+        let mut parser = Parser::new(syntax, input, None);
+        let script = parser.parse_script().ok()?;
+        let body = script.body.into_iter().find_map(|stmt| match stmt {
+            Stmt::Decl(Decl::Fn(f)) => f.function.body.map(|b| b.stmts),
+            _ => None,
+        })?;
+        let starts = line_starts(program_of(&wrapped));
+        Some(Self {
+            wrapped,
+            body,
+            starts,
+        })
+    }
+
+    /// The program as written.
+    pub(crate) fn program(&self) -> &str {
+        program_of(&self.wrapped)
+    }
+
+    /// The byte offset in the wrapped text of a 1-based line and column of the program
+    /// (columns count characters; lines end as Boa's do, see [`line_starts`]).
+    pub(crate) fn offset_of(&self, line: u32, column: u32) -> Option<usize> {
+        if line == 0 || column == 0 {
+            return None;
+        }
+        let program = self.program();
+        let start = *self.starts.get(line as usize - 1)?;
+        let within = program[start..]
+            .char_indices()
+            .nth(column as usize - 1)
+            .map(|(i, _)| i)?;
+        Some(PREFIX.len() + start + within)
+    }
+
+    /// The 1-based line and column of a span's start in the program.
+    pub(crate) fn position(&self, span: Span) -> (u32, u32) {
+        self.position_of(span.lo)
+    }
+
+    /// The 1-based line and column of a position in the program.
+    pub(crate) fn position_of(&self, at: BytePos) -> (u32, u32) {
+        let program = self.program();
+        let offset = ((at.0.saturating_sub(BASE)) as usize)
+            .saturating_sub(PREFIX.len())
+            .min(program.len());
+        let line = self.starts.partition_point(|&s| s <= offset).max(1);
+        let start = self.starts[line - 1];
+        let column = program.get(start..offset).map_or(0, |t| t.chars().count());
+        (line as u32, column as u32 + 1)
+    }
+
+    /// The text a span covers.
+    pub(crate) fn text(&self, span: Span) -> &str {
+        let lo = (span.lo.0.saturating_sub(BASE)) as usize;
+        let hi = (span.hi.0.saturating_sub(BASE)) as usize;
+        self.wrapped.get(lo..hi).unwrap_or("")
+    }
+
+    /// The wrapped text from `at` on.
+    pub(crate) fn wrapped_from(&self, at: BytePos) -> Option<&str> {
+        self.wrapped.get(at.0.checked_sub(BASE)? as usize..)
+    }
+
+    /// The span's position in the wrapped text as a [`BytePos`], for finding nodes at it.
+    pub(crate) fn at(offset: usize) -> Option<BytePos> {
+        u32::try_from(offset).ok().map(|o| BytePos(BASE + o))
+    }
+}
+
+fn program_of(wrapped: &str) -> &str {
+    &wrapped[PREFIX.len()..wrapped.len() - SUFFIX.len()]
+}
+
+/// Byte offsets where the program's lines start, ending lines where Boa's lexer does: at `\n`,
+/// `\r` (`\r\n` counts once), U+2028 and U+2029, inside strings and comments too.
+pub(crate) fn line_starts(program: &str) -> Vec<usize> {
+    let mut starts = vec![0];
+    let mut chars = program.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let end = match c {
+            '\r' => match chars.peek() {
+                Some(&(_, '\n')) => {
+                    chars.next();
+                    i + 2
+                }
+                _ => i + 1,
+            },
+            '\n' => i + 1,
+            '\u{2028}' | '\u{2029}' => i + 3,
+            _ => continue,
+        };
+        starts.push(end);
+    }
+    starts
+}
