@@ -5,8 +5,6 @@
 //! shadows the namespace and its calls are left alone; so is everything inside `with`, and the
 //! whole program when it assigns to a namespace's name or calls `eval`.
 
-use std::collections::HashMap;
-
 use swc_atoms::Atom;
 use swc_common::{Span, Spanned};
 use swc_ecma_ast::{
@@ -52,7 +50,7 @@ pub(super) fn find(
 ) -> Vec<bool> {
     let mut finder = Finder {
         namespaces,
-        scopes: Vec::new(),
+        names: Vec::new(),
         in_with: 0,
         reassigned: vec![false; namespaces.len()],
         evaluates: false,
@@ -67,7 +65,9 @@ pub(super) fn find(
 
 struct Finder<'n, 'v> {
     namespaces: &'n [&'n str],
-    scopes: Vec<HashMap<Atom, Meaning>>,
+    /// Every name in scope, innermost last: a scope is the run of entries it pushed (one
+    /// stack rather than a map per scope: most scopes declare nothing or one name).
+    names: Vec<(Atom, Meaning)>,
     /// Inside a `with` body, any name may resolve to the object's property.
     in_with: usize,
     reassigned: Vec<bool>,
@@ -81,10 +81,8 @@ impl Finder<'_, '_> {
         if self.in_with > 0 {
             return None;
         }
-        for scope in self.scopes.iter().rev() {
-            if let Some(meaning) = scope.get(name) {
-                return Some(meaning.clone());
-            }
+        if let Some((_, meaning)) = self.names.iter().rev().find(|(n, _)| n == name) {
+            return Some(meaning.clone());
         }
         self.namespaces
             .iter()
@@ -95,11 +93,7 @@ impl Finder<'_, '_> {
     /// A function's scope: its own name (for an expression), its parameters, and every `var`
     /// and function its body declares; then the body's block scope.
     fn enter_function(&mut self, own: Option<&Atom>, params: &[&Pat], body: &[Stmt]) {
-        let mut scope = HashMap::new();
-        if let Some(own) = own {
-            scope.insert(own.clone(), Meaning::Local);
-        }
-        let mut names = Vec::new();
+        let mut names: Vec<Atom> = own.into_iter().cloned().collect();
         for param in params {
             pat_names(param, &mut names);
         }
@@ -107,15 +101,12 @@ impl Finder<'_, '_> {
         for stmt in body {
             stmt.visit_with(&mut hoisted);
         }
-        for name in names {
-            scope.insert(name, Meaning::Local);
-        }
-        self.scopes.push(scope);
-        for param in params {
-            param.visit_with(self);
-        }
-        self.block(body);
-        self.scopes.pop();
+        self.scoped(names, |this| {
+            for param in params {
+                param.visit_with(this);
+            }
+            this.block(body);
+        });
     }
 
     /// A block's scope: the `let`, `const`, classes and functions declared directly in it.
@@ -126,20 +117,20 @@ impl Finder<'_, '_> {
                 decl_names(decl, &mut names);
             }
         }
-        self.scopes
-            .push(names.into_iter().map(|n| (n, Meaning::Local)).collect());
-        for stmt in stmts {
-            stmt.visit_with(self);
-        }
-        self.scopes.pop();
+        self.scoped(names, |this| {
+            for stmt in stmts {
+                stmt.visit_with(this);
+            }
+        });
     }
 
     /// A scope holding `names` around `inner`.
     fn scoped(&mut self, names: Vec<Atom>, inner: impl FnOnce(&mut Self)) {
-        self.scopes
-            .push(names.into_iter().map(|n| (n, Meaning::Local)).collect());
+        let mark = self.names.len();
+        self.names
+            .extend(names.into_iter().map(|n| (n, Meaning::Local)));
         inner(self);
-        self.scopes.pop();
+        self.names.truncate(mark);
     }
 
     /// After `const name = <namespace>` or `const { member: name } = <namespace>`, `name`
@@ -151,23 +142,24 @@ impl Finder<'_, '_> {
         let Some(Meaning::Namespace(ns)) = self.meaning_of(init) else {
             return;
         };
-        let Some(scope) = self.scopes.last_mut() else {
-            return;
-        };
+        // The name is already in the innermost scope (declared when the block was entered):
+        // pushed again, it is found first until that scope ends.
+        let scope = &mut self.names;
         match &decl.name {
             Pat::Ident(id) => {
-                scope.insert(id.id.sym.clone(), Meaning::Namespace(ns));
+                scope.push((id.id.sym.clone(), Meaning::Namespace(ns)));
             }
             Pat::Object(object) => {
                 for prop in &object.props {
                     match prop {
                         ObjectPatProp::Assign(assign) if assign.value.is_none() => {
                             let sym = assign.key.id.sym.clone();
-                            scope.insert(sym.clone(), Meaning::Member(ns, sym.to_string()));
+                            let member = Meaning::Member(ns, sym.to_string());
+                            scope.push((sym, member));
                         }
                         ObjectPatProp::KeyValue(kv) => {
                             if let (Some(key), Pat::Ident(id)) = (prop_name(&kv.key), &*kv.value) {
-                                scope.insert(id.id.sym.clone(), Meaning::Member(ns, key));
+                                scope.push((id.id.sym.clone(), Meaning::Member(ns, key)));
                             }
                         }
                         _ => {}
