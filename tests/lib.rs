@@ -20,6 +20,30 @@ use serde_json::Value;
 
 pub use serde_json::json;
 
+/// Every `.ts` file of `fixtures/<dir>`, sorted: its name without the extension, and its text.
+pub fn typescript_fixtures(dir: &str) -> Vec<(String, String)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures")
+        .join(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ts"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let name = p
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            (name, std::fs::read_to_string(&p).expect("readable"))
+        })
+        .collect()
+}
+
 /// A runtime with the default budgets.
 pub fn runtime() -> WasmCodeRuntime {
     runtime_with(Budgets::default())

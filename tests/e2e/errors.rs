@@ -13,20 +13,7 @@ use codemode_runtime::code::{binding, BindingFn};
 use serde_json::Value;
 
 fn corpus() -> Vec<(String, String)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/errors");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("fixtures/errors")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "ts"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read_to_string(&p).expect("readable"))
-        })
-        .collect()
+    typescript_fixtures("errors")
 }
 
 /// The same tools `errors/run-node.mjs` gives Node.

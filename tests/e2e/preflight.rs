@@ -5,7 +5,7 @@
 //! nothing may run; then `--no-preflight`, the completion value, and run-time argument errors
 //! placed at their call.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use codemode_e2e::*;
@@ -15,22 +15,6 @@ use serde_json::Value;
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
-}
-
-fn programs(dir: &Path) -> Vec<(String, String)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "ts"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read_to_string(&p).expect("readable"))
-        })
-        .collect()
 }
 
 /// The `tools` namespace a program's `// tools:` line names.
@@ -78,7 +62,7 @@ fn expected(program: &str) -> Vec<(u32, u32)> {
 
 #[test]
 fn every_faulty_program_is_refused_with_each_problem_placed() {
-    let corpus = programs(&fixtures().join("preflight/faulty"));
+    let corpus = typescript_fixtures("preflight/faulty");
     assert!(corpus.len() >= 40, "{} faulty programs", corpus.len());
     let mut wrong = Vec::new();
     for (name, program) in &corpus {
@@ -95,9 +79,9 @@ fn every_faulty_program_is_refused_with_each_problem_placed() {
 
 #[test]
 fn no_valid_program_is_refused() {
-    let mut corpus = programs(&fixtures().join("preflight/valid"));
+    let mut corpus = typescript_fixtures("preflight/valid");
     assert!(corpus.len() >= 60, "{} valid programs", corpus.len());
-    corpus.extend(programs(&fixtures().join("sdk/programs/typescript/pass")));
+    corpus.extend(typescript_fixtures("sdk/programs/typescript/pass"));
     let mut refused = Vec::new();
     for (name, program) in &corpus {
         let problems = preflight::check(program, &[namespace_for(program)]);
@@ -132,7 +116,7 @@ fn run_json(program: &str, extra: &[&str]) -> Value {
 
 #[test]
 fn a_refused_program_runs_nothing_and_reports_every_problem_through_the_cli() {
-    let corpus = programs(&fixtures().join("preflight/faulty"));
+    let corpus = typescript_fixtures("preflight/faulty");
     let builtin: Vec<_> = corpus
         .iter()
         .filter(|(_, p)| p.starts_with("// tools: builtin"))
