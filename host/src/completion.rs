@@ -10,7 +10,7 @@ use swc_ecma_ast::{Expr, Lit, Stmt};
 
 use codemode_runtime::code::RunResult;
 
-use crate::source::Source;
+use crate::source::{self, Source};
 
 const RETURN: &str = "return ";
 
@@ -38,13 +38,8 @@ impl Completion {
     /// `program` (the stripped JavaScript, whose lines and columns are the TypeScript's) with
     /// `return ` in front of its last expression; `None` if that place is not in it.
     pub(crate) fn apply(self, program: &str) -> Option<String> {
-        let starts = crate::source::line_starts(program);
-        let start = *starts.get(self.line as usize - 1)?;
-        let within = program[start..]
-            .char_indices()
-            .nth(self.column as usize - 1)
-            .map(|(i, _)| i)?;
-        let at = start + within;
+        let starts = source::line_starts(program);
+        let at = source::offset_in(program, &starts, self.line, self.column)?;
         let mut out = String::with_capacity(program.len() + RETURN.len());
         out.push_str(&program[..at]);
         out.push_str(RETURN);

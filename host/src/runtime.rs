@@ -25,7 +25,7 @@ use crate::explain;
 use crate::preflight;
 use crate::run::{self, Admission, Keeping, MemoryCap, Resumed, RunMetrics, RunState, Start};
 use crate::source::Source;
-use crate::strip::strip_types_async;
+use crate::strip::strip_types_then;
 
 /// Why a runtime could not be built.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -345,12 +345,21 @@ impl WasmCodeRuntime {
             Some(_) => Some(self.image().await.map_err(RunRejection::Pause)?),
             None => None,
         };
+        // The namespaces' members, for preflight and for explaining a failure.
+        let namespaces = Arc::new(preflight::namespaces(
+            &request.bindings,
+            request.preflight.as_deref(),
+        ));
+        let checked = request.preflight.is_some().then(|| namespaces.clone());
         let stripping = Instant::now();
-        // A large program is parsed off this worker; the wait ends with the run's abort or its
-        // wall clock like any other wait.
+        // A large program is parsed off this worker, and read again there; the wait ends with
+        // the run's abort or its wall clock like any other wait.
         let stripped = tokio::select! {
             biased;
-            stripped = strip_types_async(&request.program).instrument(tracing::info_span!("strip")) => stripped,
+            stripped = strip_types_then(&request.program, move |program| {
+                let reading = Instant::now();
+                (analyse(program, checked), reading.elapsed())
+            }).instrument(tracing::info_span!("strip")) => stripped,
             reason = control.aborted() => {
                 return Ok(run::failure_before_start(RunFailure::new(FailureKind::Abort, reason), budgets));
             }
@@ -361,9 +370,8 @@ impl WasmCodeRuntime {
                 ));
             }
         };
-        metrics.strip = stripping.elapsed();
-        let program = match stripped {
-            Ok(program) => program,
+        let (program, ((problems, completion), reading)) = match stripped {
+            Ok(stripped) => stripped,
             Err(error) => {
                 return Ok(run::failure_before_start(
                     RunFailure::new(FailureKind::Exception, error.message)
@@ -372,13 +380,8 @@ impl WasmCodeRuntime {
                 ))
             }
         };
-        let namespaces = request
-            .preflight
-            .as_deref()
-            .map(|preflight| preflight::namespaces(&request.bindings, preflight));
-        let checking = Instant::now();
-        let (problems, completion) = analyse(&request.program, namespaces).await;
-        metrics.preflight = checking.elapsed();
+        metrics.preflight = reading;
+        metrics.strip = stripping.elapsed().saturating_sub(reading);
         if !problems.is_empty() {
             return Ok(run::failure_before_start(
                 preflight::failure(&problems),
@@ -389,12 +392,6 @@ impl WasmCodeRuntime {
             Some(returning) => returning,
             None => program,
         };
-        // Names only, kept for explaining a failure: a few strings per run.
-        let vocabulary: explain::Vocabulary = request
-            .bindings
-            .iter()
-            .map(|ns| (ns.global.clone(), ns.functions.keys().cloned().collect()))
-            .collect();
         let keeping = durability
             .as_ref()
             .zip(image)
@@ -428,7 +425,7 @@ impl WasmCodeRuntime {
         }
         explain::explain(
             &request.program,
-            vocabulary,
+            namespaces,
             &mut result,
             budgets.max_output_bytes,
         )
@@ -476,11 +473,7 @@ impl WasmCodeRuntime {
         // The run keeps the budgets it started with.
         let budgets = Budgets::from(&header.budgets);
         let program = header.program.clone();
-        let vocabulary: explain::Vocabulary = request
-            .bindings
-            .iter()
-            .map(|ns| (ns.global.clone(), ns.functions.keys().cloned().collect()))
-            .collect();
+        let namespaces = Arc::new(preflight::namespaces(&request.bindings, None));
         let keeping = Keeping {
             durability,
             image,
@@ -511,32 +504,36 @@ impl WasmCodeRuntime {
             metrics,
         )
         .await;
-        // The record keeps the program as written; its completion is found again the same way.
-        if let (_, Some(completion)) = analyse(&program, None).await {
-            completion.restore_position(&mut result);
+        // The record keeps the program as written; its completion is found again the same way,
+        // when there is a position to move back.
+        if result.error.as_ref().is_some_and(|e| e.line.is_some()) {
+            let completion = crate::strip::with_parser_stack(&program, |program| {
+                Source::parse(program).and_then(|source| Completion::of(&source))
+            })
+            .await
+            .flatten();
+            if let Some(completion) = completion {
+                completion.restore_position(&mut result);
+            }
         }
-        explain::explain(&program, vocabulary, &mut result, budgets.max_output_bytes).await;
+        explain::explain(&program, namespaces, &mut result, budgets.max_output_bytes).await;
         Ok(result)
     }
 }
 
 /// Reads the program once more, after it stripped cleanly: the problems preflight finds in
 /// its calls (with `namespaces` to check against) and where its completion value is.
-async fn analyse(
+fn analyse(
     program: &str,
-    namespaces: Option<preflight::Namespaces>,
+    namespaces: Option<Arc<preflight::Namespaces>>,
 ) -> (Vec<preflight::Problem>, Option<Completion>) {
-    crate::strip::with_parser_stack(program, move |program| {
-        let Some(source) = Source::parse(program) else {
-            return (Vec::new(), None);
-        };
-        let problems = namespaces
-            .map(|namespaces| preflight::check_source(&source, &namespaces))
-            .unwrap_or_default();
-        (problems, Completion::of(&source))
-    })
-    .await
-    .unwrap_or_default()
+    let Some(source) = Source::parse(program) else {
+        return (Vec::new(), None);
+    };
+    let problems = namespaces
+        .map(|namespaces| preflight::check_source(&source, &namespaces))
+        .unwrap_or_default();
+    (problems, Completion::of(&source))
 }
 
 /// The answers by the guest's call ids; every one must name a distinct pending call.
@@ -596,22 +593,19 @@ impl CodeRuntime for WasmCodeRuntime {
 
     fn run(&self, request: RunRequest) -> BoxFuture<'_, Result<RunResult, RunRejection>> {
         Box::pin(async move {
-            let started = Instant::now();
-            let mut metrics = RunMetrics::default();
-            let result = self.run_program(request, &mut metrics).await;
+            let (result, metrics) = self.run_measured(request).await?;
             // The `run_code` span this run is polled in, when something records it.
             let span = tracing::Span::current();
-            if let (Ok(result), false) = (&result, span.is_disabled()) {
-                let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+            if !span.is_disabled() {
                 let cost = RunCost {
                     fuel: metrics.fuel_consumed,
                     compute_ms: metrics.fuel_consumed / crate::config::FUEL_PER_MS,
-                    wall_ms: ms(started.elapsed()),
-                    output_bytes: codemode_runtime::ledger::result_cost(result),
+                    wall_ms: u64::try_from(metrics.total.as_millis()).unwrap_or(u64::MAX),
+                    output_bytes: codemode_runtime::ledger::result_cost(&result),
                 };
                 telemetry::record_run_cost(&span, cost);
             }
-            result
+            Ok(result)
         })
     }
 

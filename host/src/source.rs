@@ -51,16 +51,7 @@ impl Source {
     /// The byte offset in the wrapped text of a 1-based line and column of the program
     /// (columns count characters; lines end as Boa's do, see [`line_starts`]).
     pub(crate) fn offset_of(&self, line: u32, column: u32) -> Option<usize> {
-        if line == 0 || column == 0 {
-            return None;
-        }
-        let program = self.program();
-        let start = *self.starts.get(line as usize - 1)?;
-        let within = program[start..]
-            .char_indices()
-            .nth(column as usize - 1)
-            .map(|(i, _)| i)?;
-        Some(PREFIX.len() + start + within)
+        offset_in(self.program(), &self.starts, line, column).map(|at| PREFIX.len() + at)
     }
 
     /// The 1-based line and column of a span's start in the program.
@@ -96,6 +87,21 @@ impl Source {
     pub(crate) fn at(offset: usize) -> Option<BytePos> {
         u32::try_from(offset).ok().map(|o| BytePos(BASE + o))
     }
+}
+
+/// The byte offset in `text` (whose lines start at `starts`) of a 1-based line and column,
+/// columns counting characters.
+pub(crate) fn offset_in(text: &str, starts: &[usize], line: u32, column: u32) -> Option<usize> {
+    if line == 0 || column == 0 {
+        return None;
+    }
+    let start = *starts.get(line as usize - 1)?;
+    let within = text
+        .get(start..)?
+        .char_indices()
+        .nth(column as usize - 1)
+        .map(|(i, _)| i)?;
+    Some(start + within)
 }
 
 fn program_of(wrapped: &str) -> &str {

@@ -4,7 +4,7 @@
 use std::io::{IsTerminal, Read, Write};
 use std::sync::{Arc, Mutex};
 
-use codemode_runtime::code::{CallOutcome, Resume, RunFailure, RunResult};
+use codemode_runtime::code::{Resume, RunFailure, RunResult};
 use codemode_runtime::json;
 use codemode_runtime::run_code::{self, RunObserver, RunReport, SubCallRecord};
 use codemode_runtime::signal::AbortController;
@@ -63,12 +63,7 @@ fn calls_json(calls: &[SubCallRecord]) -> Value {
         calls
             .iter()
             .map(|call| {
-                let outcome = match call.outcome {
-                    CallOutcome::Resolved => "resolved",
-                    CallOutcome::Rejected => "rejected",
-                    CallOutcome::Abandoned => "abandoned",
-                };
-                json!({"subCallId": call.sub_call_id, "tool": call.tool, "outcome": outcome})
+                json!({"subCallId": call.sub_call_id, "tool": call.tool, "outcome": call.outcome.as_str()})
             })
             .collect(),
     )

@@ -123,7 +123,12 @@ pub fn install(format: LogFormat, metrics: Option<&Metrics>) -> Telemetry {
         layers.push(
             metrics
                 .layer()
-                .with_filter(own_crates(LevelFilter::INFO))
+                // The metrics are read from these two spans only: nothing else is built for it.
+                .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+                    meta.is_span()
+                        && (meta.name() == codemode_runtime::telemetry::RUN_SPAN
+                            || meta.name() == codemode_runtime::telemetry::SUB_CALL_SPAN)
+                }))
                 .boxed(),
         );
     }

@@ -92,6 +92,9 @@ pub struct Durability {
     key: Key,
     pause_threshold: Duration,
     ttl: Duration,
+    /// When this process last asked the store whether a sweep is due: pauses and resumes ask
+    /// at most once per sweep interval, not once each.
+    asked: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
 
 impl std::fmt::Debug for Durability {
@@ -148,6 +151,7 @@ impl Durability {
             key,
             pause_threshold: DEFAULT_PAUSE_THRESHOLD,
             ttl: DEFAULT_STATE_TTL,
+            asked: Arc::default(),
         }
     }
 
@@ -204,7 +208,7 @@ impl Durability {
     /// long-lived embedder with neither may call it from time to time.
     pub async fn tidy(&self) -> Result<Option<Swept>, StoreError> {
         let now = std::time::SystemTime::now();
-        let interval = (self.ttl / 10).min(MAX_SWEEP_INTERVAL);
+        let interval = self.sweep_interval();
         if let Some(last) = self.store.last_sweep().await? {
             // A sweep noted in the future (another machine's clock) does not hold this one off.
             if now.duration_since(last).is_ok_and(|age| age < interval) {
@@ -274,7 +278,19 @@ impl Durability {
     }
 
     /// [`Durability::tidy`], for after a pause or a resume: a failure is only a warning.
+    /// How often the store is swept.
+    fn sweep_interval(&self) -> Duration {
+        (self.ttl / 10).min(MAX_SWEEP_INTERVAL)
+    }
+
     async fn tidy_quietly(&self) {
+        {
+            let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+            if asked.is_some_and(|at| at.elapsed() < self.sweep_interval()) {
+                return;
+            }
+            *asked = Some(std::time::Instant::now());
+        }
         match self.tidy().await {
             Ok(Some(swept)) if swept != Swept::default() => tracing::info!(
                 records = swept.records,

@@ -17,10 +17,9 @@ use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// Written at the end of each sweep; its modification time is the sweep's.
-const SWEPT: &str = "swept";
-
-use super::store::{too_large, Cutoffs, Kept, StateStore, StoreError, Swept, MAX_TASK_BYTES};
+use super::store::{
+    too_large, Cutoffs, Kept, StateStore, StoreError, Swept, MAX_TASK_BYTES, SWEPT,
+};
 use super::DurabilityError;
 
 /// Records as objects `<prefix>/runs/<id>.run`, consumed marks (holding the claimed record's
@@ -98,6 +97,15 @@ fn failed(what: &str, path: &Path, error: object_store::Error) -> StoreError {
 }
 
 impl ObjectStateStore {
+    /// Writes `bytes` as the object at `path`, replacing it.
+    async fn store_at(&self, path: Path, bytes: Vec<u8>) -> Result<(), StoreError> {
+        self.store
+            .put(&path, PutPayload::from(bytes))
+            .await
+            .map(drop)
+            .map_err(|e| failed("write", &path, e))
+    }
+
     /// The object at `path` when it is within `max_bytes` (refused from the size its response
     /// announces, before the body is downloaded).
     async fn fetch(
@@ -141,14 +149,7 @@ impl StateStore for ObjectStateStore {
     }
 
     fn put(&self, run_id: &str, record: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {
-        let path = self.path(run_id, "run");
-        Box::pin(async move {
-            self.store
-                .put(&path, PutPayload::from(record))
-                .await
-                .map(drop)
-                .map_err(|e| failed("write", &path, e))
-        })
+        Box::pin(self.store_at(self.path(run_id, "run"), record))
     }
 
     fn get(
@@ -160,14 +161,7 @@ impl StateStore for ObjectStateStore {
     }
 
     fn put_task(&self, task_id: &str, document: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {
-        let path = self.key(&format!("tasks/{task_id}.task"));
-        Box::pin(async move {
-            self.store
-                .put(&path, PutPayload::from(document))
-                .await
-                .map(drop)
-                .map_err(|e| failed("write", &path, e))
-        })
+        Box::pin(self.store_at(self.key(&format!("tasks/{task_id}.task")), document))
     }
 
     fn get_task(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {

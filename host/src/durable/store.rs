@@ -141,7 +141,7 @@ const RUNS: &str = "runs";
 const CONSUMED: &str = "consumed";
 const TASKS: &str = "tasks";
 /// Written at the end of each sweep; its modification time is the sweep's.
-const SWEPT: &str = "swept";
+pub(crate) const SWEPT: &str = "swept";
 
 impl LocalStore {
     /// A store under `dir` (created private to the user on first write, and checked at every

@@ -17,8 +17,8 @@ use codemode_runtime::ledger;
 
 use locate::{Located, Site};
 
-/// The members of each binding namespace a program was given (`tools` → its tool names).
-pub(crate) type Vocabulary = Vec<(String, Vec<String>)>;
+/// The binding namespaces a program was given, with their members (`tools` → its tool names).
+pub(crate) type Vocabulary = std::sync::Arc<crate::preflight::Namespaces>;
 
 /// Longest expression quoted in a message; longer ones are cut with `…`.
 const MAX_QUOTED_CHARS: usize = 60;
@@ -280,7 +280,7 @@ fn with_article(kind: &str) -> String {
 /// `; unknown tool "serach"; did you mean "search"?` when `global` is a namespace the program
 /// was given and `name` is not one of its members.
 fn unknown_member(vocabulary: &Vocabulary, global: &str, name: &str) -> Option<String> {
-    let (_, names) = vocabulary.iter().find(|(g, _)| g == global)?;
+    let names = &vocabulary.iter().find(|ns| ns.global == global)?.members;
     if names.iter().any(|n| n == name) {
         return None;
     }

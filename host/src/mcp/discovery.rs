@@ -28,12 +28,12 @@ pub(super) fn parameters() -> Value {
     })
 }
 
-/// The tools among `tools` that match the query in `arguments`, best first; the error says
-/// what is wrong with the arguments.
-pub(super) fn found<'a>(
-    tools: &'a [ToolSchema],
-    arguments: &Value,
-) -> Result<Vec<&'a ToolSchema>, String> {
+/// The query in `arguments` and the tools among `tools` that match it, best first; the
+/// error says what is wrong with the arguments.
+pub(super) fn found<'t, 'a>(
+    tools: &'t [ToolSchema],
+    arguments: &'a Value,
+) -> Result<(&'a str, Vec<&'t ToolSchema>), String> {
     let Some(query) = arguments.get("query").and_then(Value::as_str) else {
         return Err(format!("{SEARCH_TOOLS_NAME} needs a string \"query\""));
     };
@@ -42,7 +42,7 @@ pub(super) fn found<'a>(
         .and_then(Value::as_u64)
         .unwrap_or(DEFAULT_SEARCH_LIMIT)
         .clamp(1, MAX_SEARCH_LIMIT) as usize;
-    Ok(search(tools, query, limit))
+    Ok((query, search(tools, query, limit)))
 }
 
 /// `search_tools` as a tool programs call, answering from `served`'s current listing.
@@ -77,7 +77,7 @@ pub(super) fn definition(served: Weak<Served>) -> ToolDefinition {
                 };
                 let listing = served.listing();
                 let tools = listing.discovery().unwrap_or_default();
-                let found = found(tools, &args).map_err(ToolError::new)?;
+                let (_, found) = found(tools, &args).map_err(ToolError::new)?;
                 let language = served.language();
                 Ok(Value::Array(
                     found

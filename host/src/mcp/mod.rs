@@ -50,12 +50,13 @@ pub fn register(registry: &Registry, upstreams: &[Upstream]) -> (Registered, Vec
     let mut notes = Vec::new();
     let mut keepers = Vec::new();
     for upstream in upstreams {
-        let (definitions, skipped) = upstream.definitions();
+        // Subscribed before the first list is read, so no later list can slip between them.
+        let mut listed = upstream.tools();
+        let define = upstream.definer();
+        let first = listed.borrow_and_update().clone();
+        let (definitions, skipped) = define(&first);
         notes.extend(skipped);
         let mut guards = register_each(registry, upstream.name(), definitions, &mut notes);
-        let mut listed = upstream.tools();
-        listed.mark_unchanged();
-        let define = upstream.definer();
         let (registry, changed, server) = (
             registry.clone(),
             changed.clone(),

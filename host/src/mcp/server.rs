@@ -50,7 +50,6 @@ use crate::{Durability, Readiness};
 /// The environment variable that holds the HTTP server's bearer token when
 /// `--auth-token-file` is not given. A secret of codemode's own: no upstream server gets it.
 pub const TOKEN_ENV: &str = "CODEMODE_MCP_TOKEN";
-/// Most declarations one search returns.
 /// How often a long call reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
@@ -71,8 +70,6 @@ pub struct Served {
     presentation: Presentation,
     /// What clients are told, remade when the tools change.
     listing: RwLock<Arc<Listing>>,
-    /// The language programs (and so declarations) are written in.
-    language: Language,
     /// The client of each live session, by the session's agent id, for approvals.
     peers: Mutex<HashMap<u64, Weak<ClientSlot>>>,
     /// The sandbox's preparation, when it runs in the background: calls that wait on it are
@@ -201,7 +198,6 @@ impl Served {
             registry,
             presentation: presentation.clone(),
             listing: RwLock::new(Arc::new(listing)),
-            language: presentation.flavor.language,
             peers: Mutex::new(HashMap::new()),
             readiness: Mutex::new(None),
             session_end: Mutex::new(None),
@@ -233,7 +229,7 @@ impl Served {
 
     /// The language programs and declarations are written in.
     pub(super) fn language(&self) -> Language {
-        self.language
+        self.presentation.flavor.language
     }
 
     /// Makes `run_code` calls of clients that declared the tasks extension tasks once they
@@ -415,19 +411,13 @@ impl Session {
     async fn search(&self, arguments: &Value) -> Result<CallToolResult, McpError> {
         let listing = self.served.listing();
         let tools = listing.discovery().unwrap_or_default();
-        let found: Vec<ToolSchema> = discovery::found(tools, arguments)
-            .map_err(|message| McpError::invalid_params(message, None))?
-            .into_iter()
-            .cloned()
-            .collect();
-        let query = arguments
-            .get("query")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let (query, found) = discovery::found(tools, arguments)
+            .map_err(|message| McpError::invalid_params(message, None))?;
+        let found: Vec<ToolSchema> = found.into_iter().cloned().collect();
         let text = if found.is_empty() {
             format!("No tool matches {query:?}. The tools are listed in run_code's description.")
         } else {
-            render_declarations(&found, self.served.language)
+            render_declarations(&found, self.served.language())
         };
         Ok(CallToolResult::success(vec![
             rmcp::model::ContentBlock::text(text),
@@ -710,7 +700,7 @@ impl ServerHandler for Session {
             .with_server_info(Implementation::new("codemode", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "Call `run_code` with a {} program that calls the tools its description declares; only what the program prints or returns comes back.",
-                self.served.language.title()
+                self.served.language().title()
             ))
     }
 

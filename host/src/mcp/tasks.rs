@@ -146,7 +146,7 @@ async fn finish(
         tracing::warn!("task {task_id} is gone from the store; its outcome is dropped");
         return;
     };
-    if task.get("status").and_then(Value::as_str) == Some("cancelled") {
+    if status(&task) == "cancelled" {
         return;
     }
     let fields = match outcome {
@@ -165,12 +165,7 @@ async fn finish(
         Ok(_) => failed(&internal("the run answered with a task of its own")),
         Err(error) => failed(&error),
     };
-    if let (Value::Object(task), Value::Object(fields)) = (&mut task, fields) {
-        task.remove("inputRequests");
-        task.remove("requestState");
-        task.extend(fields);
-        task.insert("lastUpdatedAt".into(), json!(now()));
-    }
+    restate(&mut task, fields);
     if let Err(why) = durability.keep_task(&task_id, &task).await {
         tracing::warn!("{why}; the outcome of task {task_id} is lost");
     }
@@ -251,13 +246,10 @@ pub(super) async fn update(
         .to_owned();
     let resume = session.resumption(&state, Some(&answers))?;
     let arguments = task.get("arguments").cloned().unwrap_or(Value::Null);
-    if let Value::Object(fields) = &mut task {
-        fields.remove("inputRequests");
-        fields.remove("requestState");
-        fields.insert("status".into(), json!("working"));
-        fields.insert("statusMessage".into(), json!("the program is running"));
-        fields.insert("lastUpdatedAt".into(), json!(now()));
-    }
+    restate(
+        &mut task,
+        json!({"status": "working", "statusMessage": "the program is running"}),
+    );
     tasks
         .durability
         .keep_task(task_id, &task)
@@ -275,6 +267,17 @@ pub(super) async fn update(
     Ok(())
 }
 
+/// A task's new state: `fields` replace what it said, what it asked is dropped (a question is
+/// never valid past a change of state), and the time of the change is stamped.
+fn restate(task: &mut Value, fields: Value) {
+    if let (Value::Object(task), Value::Object(fields)) = (task, fields) {
+        task.remove("inputRequests");
+        task.remove("requestState");
+        task.extend(fields);
+        task.insert("lastUpdatedAt".into(), json!(now()));
+    }
+}
+
 /// `tasks/cancel`: the task ends as cancelled; the process running it ends its run.
 pub(super) async fn cancel(served: &Served, task_id: &str) -> Result<(), McpError> {
     let tasks = tasks_of(served)?;
@@ -286,13 +289,10 @@ pub(super) async fn cancel(served: &Served, task_id: &str) -> Result<(), McpErro
             None,
         ));
     }
-    if let Value::Object(fields) = &mut task {
-        fields.remove("inputRequests");
-        fields.insert("status".into(), json!("cancelled"));
-        fields.insert("statusMessage".into(), json!("cancelled by the client"));
-        fields.insert("cancelRequested".into(), json!(true));
-        fields.insert("lastUpdatedAt".into(), json!(now()));
-    }
+    restate(
+        &mut task,
+        json!({"status": "cancelled", "statusMessage": "cancelled by the client", "cancelRequested": true}),
+    );
     tasks
         .durability
         .keep_task(task_id, &task)

@@ -13,6 +13,8 @@ use serde_json::{Map, Value};
 use swc_common::{Span, Spanned};
 use swc_ecma_ast::{ArrayLit, Expr, Lit, ObjectLit, Prop, PropOrSpread, UnaryOp};
 
+use codemode_runtime::tools::schema::{diagnostic_path, push_property};
+
 use super::calls::{prop_name, static_string, unwrap};
 use crate::explain::nearest;
 
@@ -168,15 +170,13 @@ struct Checker<'o> {
 
 /// The validator's name for a place in the arguments.
 fn quoted(path: &str) -> String {
-    format!("\"{}\"", if path.is_empty() { "arguments" } else { path })
+    format!("\"{}\"", diagnostic_path(path))
 }
 
 fn child(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{path}.{key}")
-    }
+    let mut path = path.to_owned();
+    push_property(&mut path, key);
+    path
 }
 
 impl Checker<'_> {
@@ -243,28 +243,21 @@ impl Checker<'_> {
         let mut written: Vec<(String, Span, Option<&Expr>)> = Vec::new();
         let mut complete = true;
         for prop in &object.props {
-            match prop {
-                PropOrSpread::Spread(_) => complete = false,
-                PropOrSpread::Prop(prop) => match &**prop {
-                    Prop::KeyValue(kv) => match prop_name(&kv.key) {
-                        Some(key) => written.push((key, kv.key.span(), Some(&kv.value))),
-                        None => complete = false,
-                    },
-                    Prop::Shorthand(id) => written.push((id.sym.to_string(), id.span, None)),
-                    Prop::Method(m) => match prop_name(&m.key) {
-                        Some(key) => written.push((key, m.key.span(), None)),
-                        None => complete = false,
-                    },
-                    Prop::Getter(g) => match prop_name(&g.key) {
-                        Some(key) => written.push((key, g.key.span(), None)),
-                        None => complete = false,
-                    },
-                    Prop::Setter(s) => match prop_name(&s.key) {
-                        Some(key) => written.push((key, s.key.span(), None)),
-                        None => complete = false,
-                    },
-                    Prop::Assign(_) => complete = false,
-                },
+            let PropOrSpread::Prop(prop) = prop else {
+                complete = false;
+                continue;
+            };
+            let (key, span, value) = match &**prop {
+                Prop::KeyValue(kv) => (prop_name(&kv.key), kv.key.span(), Some(&*kv.value)),
+                Prop::Shorthand(id) => (Some(id.sym.to_string()), id.span, None),
+                Prop::Method(m) => (prop_name(&m.key), m.key.span(), None),
+                Prop::Getter(g) => (prop_name(&g.key), g.key.span(), None),
+                Prop::Setter(s) => (prop_name(&s.key), s.key.span(), None),
+                Prop::Assign(_) => (None, prop.span(), None),
+            };
+            match key {
+                Some(key) => written.push((key, span, value)),
+                None => complete = false,
             }
         }
         let has = |key: &str| written.iter().any(|(k, ..)| k == key);

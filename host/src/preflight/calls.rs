@@ -9,8 +9,8 @@ use swc_atoms::Atom;
 use swc_common::{Span, Spanned};
 use swc_ecma_ast::{
     ArrowExpr, ArrowFunctionBody, AssignTarget, BlockStmt, CallExpr, Callee, CatchClause,
-    ClassDecl, ClassExpr, Decl, Expr, ExprOrSpread, FnDecl, FnExpr, ForHead, ForInStmt, ForOfStmt,
-    ForStmt, Function, Lit, MemberExpr, MemberProp, ObjectPatProp, OptChainBase, OptChainExpr, Pat,
+    ClassExpr, Decl, Expr, ExprOrSpread, FnDecl, FnExpr, ForHead, ForInStmt, ForOfStmt, ForStmt,
+    Function, Lit, MemberExpr, MemberProp, ObjectPatProp, OptChainBase, OptChainExpr, Pat,
     PropName, SimpleAssignTarget, Stmt, VarDecl, VarDeclKind, VarDeclOrExpr, VarDeclarator,
     WithStmt,
 };
@@ -353,14 +353,6 @@ impl Visit for Finder<'_, '_> {
     fn visit_class_expr(&mut self, node: &ClassExpr) {
         let names = node.ident.iter().map(|i| i.sym.clone()).collect();
         self.scoped(names, |this| node.class.visit_with(this));
-    }
-
-    fn visit_class_decl(&mut self, node: &ClassDecl) {
-        node.class.visit_with(self);
-    }
-
-    fn visit_fn_decl(&mut self, node: &FnDecl) {
-        node.function.visit_with(self);
     }
 
     fn visit_block_stmt(&mut self, node: &BlockStmt) {

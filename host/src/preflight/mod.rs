@@ -33,16 +33,16 @@ pub struct Namespace {
 /// What a program is checked against: its namespaces.
 pub type Namespaces = Vec<Namespace>;
 
-/// The namespaces of a request, with the schemas its preflight names.
-pub fn namespaces(bindings: &[BindingNamespace], preflight: &Preflight) -> Namespaces {
+/// The namespaces of a request, with the schemas its preflight names (none without one).
+pub fn namespaces(bindings: &[BindingNamespace], preflight: Option<&Preflight>) -> Namespaces {
     bindings
         .iter()
         .map(|ns| Namespace {
             global: ns.global.clone(),
             members: ns.functions.keys().cloned().collect(),
             schemas: preflight
-                .schemas
-                .iter()
+                .into_iter()
+                .flat_map(|p| &p.schemas)
                 .filter(|(at, _)| at.global == ns.global && ns.functions.contains_key(&at.name))
                 .map(|(at, schema)| (at.name.clone(), schema.clone()))
                 .collect(),

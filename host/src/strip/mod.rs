@@ -229,10 +229,23 @@ static DEEP_PARSE_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_
 /// without blocking its worker. Dropping the future stops the wait; a parse already started
 /// finishes on its thread (its cost is bounded by the limits above).
 pub async fn strip_types_async(program: &str) -> Result<String, StripError> {
-    let inline = matches!(plan(program)?, Plan::Inline);
-    on_parser_stack(program, inline, strip_inline)
+    strip_types_then(program, |_| ())
         .await
-        .unwrap_or_else(|| Err(parser_failed()))
+        .map(|(stripped, ())| stripped)
+}
+
+/// [`strip_types_async`], then `then` on the program as written (a second walk with swc),
+/// in the same trip to a parser stack; `then` runs only when stripping succeeded.
+pub(crate) async fn strip_types_then<T: Send + 'static>(
+    program: &str,
+    then: impl FnOnce(&str) -> T + Send + 'static,
+) -> Result<(String, T), StripError> {
+    let inline = matches!(plan(program)?, Plan::Inline);
+    on_parser_stack(program, inline, move |program| {
+        strip_inline(program).map(|stripped| (stripped, then(program)))
+    })
+    .await
+    .unwrap_or_else(|| Err(parser_failed()))
 }
 
 fn strip_inline(program: &str) -> Result<String, StripError> {

@@ -52,7 +52,7 @@ pub(super) fn measure() -> Result<Value, String> {
 
 /// The median over [`ROUNDS`] rounds of the time one `work` takes.
 fn median_per_call(mut work: impl FnMut()) -> Duration {
-    let mut rounds: Vec<Duration> = (0..ROUNDS)
+    let rounds: Vec<Duration> = (0..ROUNDS)
         .map(|_| {
             let started = Instant::now();
             for _ in 0..CHECKS {
@@ -61,6 +61,5 @@ fn median_per_call(mut work: impl FnMut()) -> Duration {
             started.elapsed() / CHECKS
         })
         .collect();
-    rounds.sort();
-    rounds[ROUNDS / 2]
+    super::median(rounds)
 }

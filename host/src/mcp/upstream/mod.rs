@@ -162,15 +162,8 @@ impl Upstream {
         tool_name(self.name(), tool)
     }
 
-    /// One definition per listed tool, and a note for each tool left out (a schema the
-    /// validator cannot compile).
-    pub fn definitions(&self) -> (Vec<ToolDefinition>, Vec<String>) {
-        let tools = self.link.tools.borrow().clone();
-        definitions(&self.link, &tools)
-    }
-
-    /// Makes the definitions of a later list of the server's tools (see
-    /// [`Upstream::tools`]).
+    /// Makes the definitions of a list of the server's tools (see [`Upstream::tools`]): one
+    /// per tool, and a note for each tool left out (a schema the validator cannot compile).
     pub fn definer(
         &self,
     ) -> impl Fn(&[Tool]) -> (Vec<ToolDefinition>, Vec<String>) + Send + 'static {

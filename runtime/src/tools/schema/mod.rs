@@ -153,8 +153,9 @@ impl Schema {
     }
 }
 
-/// Shared path spelling of the validators: `""` is the implicit argument root.
-pub(crate) fn diagnostic_path(path: &str) -> &str {
+/// How the validators name a place in a value: the path as written, `arguments` for the
+/// root (`""`).
+pub fn diagnostic_path(path: &str) -> &str {
     if path.is_empty() {
         "arguments"
     } else {
@@ -162,7 +163,8 @@ pub(crate) fn diagnostic_path(path: &str) -> &str {
     }
 }
 
-pub(crate) fn push_property(path: &mut String, key: &str) {
+/// Extends a diagnostic path by an object key (`a` then `a.b`).
+pub fn push_property(path: &mut String, key: &str) {
     if !path.is_empty() {
         path.push('.');
     }
