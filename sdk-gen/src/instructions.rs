@@ -8,7 +8,7 @@ Call `run_code` with two required arguments: `code`, the body of an async TypeSc
 - Call a tool as `await tools.name(args)`; a name that is not an identifier needs quoted access: `await tools[\"my-tool\"](args)`.
 - A failed call throws a `ToolCallError`, whose `toolName` names the tool and whose `message` says why; use `try { … } catch (e) { if (e instanceof ToolCallError) … }` to recover from it.
 - A call starts when it is made, not when it is awaited, so `await Promise.all([tools.a(x), tools.b(y)])` overlaps concurrency-safe tools; the others still run one at a time.
-- `return` a value and/or `console.log(...)`: only what you print or return is program output, so curate it; images from tool results are attached after the run.
+- End with `return value` or a bare last expression, and/or `console.log(...)`: only what you print or return is program output, so curate it; images from tool results are attached after the run.
 
 The available tools:";
 

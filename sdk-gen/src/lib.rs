@@ -23,7 +23,7 @@
 //!     output: None,
 //! }];
 //! let sdk = render_sdk(&tools, Language::TypeScript);
-//! assert!(sdk.contains("  /** Read a file. */\n  read_file: {\n    path: string;\n  } & Record<string, JsonValue>;\n"));
+//! assert!(sdk.contains("  /** Read a file. */\n  read_file: {\n    path: string;\n  };\n"));
 //! ```
 
 #![warn(missing_docs)]

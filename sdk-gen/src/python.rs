@@ -265,7 +265,7 @@ impl Printer<'_> {
     fn object(&mut self, object: &Object, base: &str, exact: Option<&str>) -> String {
         if object.properties.is_empty() {
             match &object.rest {
-                Rest::Open => return format!("dict[str, {}]", self.any()),
+                Rest::Open | Rest::Unstated => return format!("dict[str, {}]", self.any()),
                 Rest::Typed(value) => {
                     let value = self.expr(*value, &format!("{base}Value"), 0);
                     return format!("dict[str, {value}]");
@@ -286,7 +286,7 @@ impl Printer<'_> {
             None => self.class_name(base),
         };
         let mut body = String::new();
-        if object.rest != Rest::Closed {
+        if matches!(object.rest, Rest::Open | Rest::Typed(_)) {
             body.push_str("\n    # Additional keys beyond those declared are allowed.");
         }
         for property in &object.properties {

@@ -56,8 +56,13 @@ pub struct Object {
 /// What an object allows beyond its declared properties.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rest {
+    /// `additionalProperties: false`.
     Closed,
+    /// `additionalProperties: true` or a schema admitting any JSON, or `patternProperties`.
     Open,
+    /// No `additionalProperties`: JSON Schema admits other keys, but the schema's author named
+    /// every key they meant, so the SDK shows only those (or any key, when none are declared).
+    Unstated,
     Typed(ShapeId),
 }
 
@@ -79,8 +84,9 @@ pub struct Alias {
 }
 
 /// Names no alias may take: the SDK's own declarations in both languages and Python's typing names.
-const RESERVED_NAMES: [&str; 15] = [
+const RESERVED_NAMES: [&str; 16] = [
     "JsonValue",
+    "JsonObject",
     "ToolArgsMap",
     "ToolOutputMap",
     "ToolName",
@@ -443,6 +449,7 @@ impl Arena {
         let rest = match map.get("additionalProperties") {
             // Pattern properties still admit keys beyond the declared ones.
             Some(Value::Bool(false)) if !map.contains_key("patternProperties") => Rest::Closed,
+            None if !map.contains_key("patternProperties") => Rest::Unstated,
             None | Some(Value::Bool(_)) => Rest::Open,
             Some(schema @ Value::Object(_)) => {
                 let shape = self.lower(doc, schema, depth + 1);

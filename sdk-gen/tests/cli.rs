@@ -68,12 +68,9 @@ fn the_prefix_is_prepended_to_every_tool_name() {
     let output = codemode_sdk(&["--prefix", "mcp__fs__"], Some(tools));
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let text = stdout(&output);
+    assert!(text.contains("  mcp__fs__list: JsonObject;\n"), "{text}");
     assert!(
-        text.contains("  mcp__fs__list: Record<string, JsonValue>;\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("  \"mcp__fs__read-file\": Record<string, JsonValue>;\n"),
+        text.contains("  \"mcp__fs__read-file\": JsonObject;\n"),
         "{text}"
     );
 }

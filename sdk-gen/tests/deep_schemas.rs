@@ -172,9 +172,7 @@ fn a_5000_long_chain_of_shared_definitions_renders_each_once() {
         Ok(Ok(texts)) => texts,
         _ => panic!("rendering a long definition chain failed or overflowed its stack"),
     };
-    assert!(ts.contains(
-        "type ChainD4999 = {\n  l?: string;\n  r?: string;\n} & Record<string, JsonValue>"
-    ));
+    assert!(ts.contains("type ChainD4999 = {\n  l?: string;\n  r?: string;\n}\n"));
     assert!(ts.len() < 1_000_000, "{} bytes", ts.len());
     assert!(py.contains("class ChainD4999(TypedDict):"));
     assert!(py.len() < 2_000_000, "{} bytes", py.len());

@@ -26,7 +26,6 @@ class ToolCallError(Exception):
     toolName: str
 
 class ReadFileArgs(TypedDict):
-    # Additional keys beyond those declared are allowed.
     head: NotRequired[int]
     path: str
 

@@ -37,6 +37,26 @@ fn args_member(name: &str, description: Option<&str>, parameters: Value) -> Stri
 }
 
 #[test]
+fn json_object_is_declared_once_and_only_when_a_schema_is_open() {
+    const DECLARATION: &str = "type JsonObject = Record<string, JsonValue>\n";
+    let closed = json!({"type": "object", "properties": {"p": {"type": "string"}}});
+    let sdk = ts(&[tool("a", None, closed.clone(), None)]);
+    assert!(!sdk.contains("JsonObject"), "{sdk}");
+    let open = json!({"type": "object", "properties": {"p": {"type": "string"}}, "additionalProperties": true});
+    let sdk = ts(&[
+        tool("a", None, closed, None),
+        tool("b", None, open.clone(), Some(json!({"type": "object"}))),
+        tool("c", None, open, None),
+    ]);
+    assert_eq!(sdk.matches(DECLARATION).count(), 1, "{sdk}");
+    assert_eq!(sdk.matches("JsonObject").count(), 4, "{sdk}");
+    assert!(
+        sdk.contains("{ [key: string]: JsonValue }\n\ntype JsonObject"),
+        "{sdk}"
+    );
+}
+
+#[test]
 fn scalars_map_to_their_typescript_names_and_integer_is_number() {
     assert_eq!(output_type(json!({"type": "string"})), "string");
     assert_eq!(output_type(json!({"type": "number"})), "number");
@@ -84,18 +104,25 @@ fn arrays_parenthesise_item_types_containing_a_union_or_intersection() {
         output_type(object_with_union_field),
         "({\n    s: \"a\" | \"b\";\n  })[]"
     );
-    let open_object = json!({"type": "array", "items": {"type": "object", "properties": {"n": {"type": "number"}}}});
+    let unstated = json!({"type": "array", "items": {"type": "object", "properties": {"n": {"type": "number"}}}});
+    assert_eq!(output_type(unstated), "{\n    n?: number;\n  }[]");
+    let open_object = json!({"type": "array", "items": {"type": "object", "properties": {"n": {"type": "number"}}, "additionalProperties": true}});
     assert_eq!(
         output_type(open_object),
-        "({\n    n?: number;\n  } & Record<string, JsonValue>)[]"
+        "({\n    n?: number;\n  } & JsonObject)[]"
     );
 }
 
 #[test]
 fn objects_without_properties_are_records_open_or_closed() {
+    assert_eq!(output_type(json!({"type": "object"})), "JsonObject");
     assert_eq!(
-        output_type(json!({"type": "object"})),
-        "Record<string, JsonValue>"
+        output_type(json!({"type": "object", "additionalProperties": true})),
+        "JsonObject"
+    );
+    assert_eq!(
+        output_type(json!({"type": "object", "additionalProperties": {"type": "number"}})),
+        "Record<string, number>"
     );
     assert_eq!(
         output_type(json!({"type": "object", "properties": {}, "additionalProperties": false})),
@@ -104,7 +131,7 @@ fn objects_without_properties_are_records_open_or_closed() {
 }
 
 #[test]
-fn objects_list_properties_with_docs_and_optional_marks_and_stay_open_unless_closed() {
+fn objects_list_properties_with_docs_and_optional_marks_and_only_those_unless_open() {
     let schema = json!({
         "type": "object",
         "properties": {
@@ -113,10 +140,21 @@ fn objects_list_properties_with_docs_and_optional_marks_and_stay_open_unless_clo
         },
         "required": ["b"]
     });
-    assert_eq!(
-        output_type(schema),
-        "{\n    a?: {\n      x: number;\n    };\n    /** The b value. */\n    b: string;\n  } & Record<string, JsonValue>"
-    );
+    let declared =
+        "{\n    a?: {\n      x: number;\n    };\n    /** The b value. */\n    b: string;\n  }";
+    assert_eq!(output_type(schema.clone()), declared);
+    for rest in [json!(true), json!({}), json!({"type": "string"})] {
+        let mut open = schema.clone();
+        open["additionalProperties"] = rest.clone();
+        assert_eq!(
+            output_type(open),
+            format!("{declared} & JsonObject"),
+            "for {rest}"
+        );
+    }
+    let mut patterned = schema;
+    patterned["patternProperties"] = json!({"^x-": {"type": "string"}});
+    assert_eq!(output_type(patterned), format!("{declared} & JsonObject"));
 }
 
 #[test]
@@ -146,22 +184,16 @@ fn what_cannot_be_expressed_is_unknown_and_never_an_error() {
 }
 
 #[test]
-fn parameter_roots_are_implicit_open_objects() {
-    assert_eq!(
-        args_member("t", None, json!({})),
-        "  t: Record<string, JsonValue>;"
-    );
-    assert_eq!(
-        args_member("t", None, json!(true)),
-        "  t: Record<string, JsonValue>;"
-    );
+fn parameter_roots_are_implicit_objects() {
+    assert_eq!(args_member("t", None, json!({})), "  t: JsonObject;");
+    assert_eq!(args_member("t", None, json!(true)), "  t: JsonObject;");
     assert_eq!(
         args_member(
             "t",
             None,
             json!({"properties": {"p": {"type": "string"}}, "required": ["p"]})
         ),
-        "  t: {\n    p: string;\n  } & Record<string, JsonValue>;"
+        "  t: {\n    p: string;\n  };"
     );
     assert_eq!(
         args_member(
@@ -176,12 +208,16 @@ fn parameter_roots_are_implicit_open_objects() {
 #[test]
 fn identifiers_are_bare_keys_and_other_names_are_json_quoted() {
     assert_eq!(
-        args_member("mcp__server__get-file", None, json!({"type": "object", "properties": {"my-mcp.tool": {"type": "array", "items": {"type": "string"}}, "$ok": {"type": "null"}}, "required": ["my-mcp.tool"]})),
-        "  \"mcp__server__get-file\": {\n    $ok?: null;\n    \"my-mcp.tool\": string[];\n  } & Record<string, JsonValue>;"
+        args_member(
+            "mcp__server__get-file",
+            None,
+            json!({"type": "object", "properties": {"my-mcp.tool": {"type": "array", "items": {"type": "string"}}, "$ok": {"type": "null"}}, "required": ["my-mcp.tool"]})
+        ),
+        "  \"mcp__server__get-file\": {\n    $ok?: null;\n    \"my-mcp.tool\": string[];\n  };"
     );
     assert_eq!(
         args_member("mcp__x__y", None, json!({})),
-        "  mcp__x__y: Record<string, JsonValue>;"
+        "  mcp__x__y: JsonObject;"
     );
 }
 
@@ -189,16 +225,13 @@ fn identifiers_are_bare_keys_and_other_names_are_json_quoted() {
 fn tool_docs_collapse_to_one_line_and_cannot_close_the_comment() {
     assert_eq!(
         args_member("t", Some("  Reads */ files.\n\n  Fast. "), json!({})),
-        "  /** Reads *\\/ files. Fast. */\n  t: Record<string, JsonValue>;"
+        "  /** Reads *\\/ files. Fast. */\n  t: JsonObject;"
     );
     assert_eq!(
         args_member("t", Some(" \n "), json!({})),
-        "  t: Record<string, JsonValue>;"
+        "  t: JsonObject;"
     );
-    assert_eq!(
-        args_member("t", None, json!({})),
-        "  t: Record<string, JsonValue>;"
-    );
+    assert_eq!(args_member("t", None, json!({})), "  t: JsonObject;");
 }
 
 #[test]
@@ -368,7 +401,7 @@ fn recursive_definitions_terminate_through_a_named_alias() {
     let root_recursion = json!({"type": "object", "properties": {"next": {"$ref": "#"}}});
     let sdk = ts(&[tool("list", None, root_recursion, None)]);
     assert!(
-        sdk.contains("type ListArgs = {\n  next?: ListArgs;\n} & Record<string, JsonValue>\n\n"),
+        sdk.contains("type ListArgs = {\n  next?: ListArgs;\n}\n\n"),
         "{sdk}"
     );
     assert!(sdk.contains("  list: ListArgs;\n"), "{sdk}");

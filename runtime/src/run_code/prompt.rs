@@ -194,10 +194,7 @@ mod tests {
             "{full}"
         );
         assert!(!full.contains("system prompt"), "{full}");
-        assert!(
-            full.contains("  tool_2: Record<string, JsonValue>;\n"),
-            "{full}"
-        );
+        assert!(full.contains("  tool_2: JsonObject;\n"), "{full}");
         let (short, discovery) = run_code_description(&PYTHON_FLAVOR, &tools, 0);
         assert!(discovery);
         assert_eq!(
