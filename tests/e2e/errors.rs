@@ -278,9 +278,8 @@ async fn a_better_message_that_would_not_fit_the_output_cap_is_not_used() {
     assert_eq!(message, "TypeError: cannot convert 'undefined' to object");
 }
 
-/// Boa reports some failures at an enclosing node's position (a method read inside a call's
-/// arguments, a native function's own throw, an optional chain): those must keep Boa's words
-/// rather than blame the enclosing node.
+/// A failure inside a call's arguments or a native function's own throw must not be blamed on
+/// the enclosing call or statement.
 #[tokio::test]
 async fn a_failure_reported_at_an_enclosing_node_is_not_blamed_on_it() {
     let rt = runtime();
@@ -290,6 +289,7 @@ async fn a_failure_reported_at_an_enclosing_node_is_not_blamed_on_it() {
         ("const out: any = {}; const data: any = {};\nout.items = data.items.map((x: any) => x);", "'items'"),
         ("const res: any = {};\nreturn res.items.map((x: any) => x).length;", "'length'"),
         ("const x: any = { y: {} };\nconsole.log(x?.y.z());", "console.log"),
+        ("const f: any = 1;\nconsole.log(`${f`a`}`);", "console.log"),
     ] {
         let r = run_on(&rt, program, vec![tools(vec![])], None).await;
         let message = failure(&r, codemode_runtime::code::FailureKind::Exception);
@@ -344,6 +344,42 @@ async fn each_failing_operation_is_placed_at_its_own_node() {
             2,
             15,
             "TypeError: xs is not iterable (it is a number)",
+        ),
+        (
+            "const o: any = { a: {} };\nreturn o?.a.b.c;",
+            2,
+            15,
+            "TypeError: Cannot read properties of undefined (reading 'c'): o?.a.b is undefined",
+        ),
+        (
+            "const o: any = { a: {} };\nreturn o?.a[\"k\"].c;",
+            2,
+            18,
+            "TypeError: Cannot read properties of undefined (reading 'c'): o?.a[\"k\"] is undefined",
+        ),
+        (
+            "const x: any = { y: {} };\nconsole.log(x?.y.z());",
+            2,
+            19,
+            "TypeError: x?.y.z is not a function (it is undefined)",
+        ),
+        (
+            "const f: any = { g: () => undefined };\nreturn f.g?.(1).h;",
+            2,
+            17,
+            "TypeError: Cannot read properties of undefined (reading 'h'): f.g?.(1) is undefined",
+        ),
+        (
+            "const tag: any = 1;\nreturn tag<string>`a${1}b`;",
+            2,
+            11,
+            "TypeError: tag is not a function (it is a number)",
+        ),
+        (
+            "const o: any = {};\nreturn o.fmt.x`a`;",
+            2,
+            14,
+            "TypeError: Cannot read properties of undefined (reading 'x'): o.fmt is undefined",
         ),
     ] {
         let r = run_on(&rt, program, vec![tools(vec![])], None).await;

@@ -124,42 +124,11 @@ fn path_text(expr: &Expr) -> Option<String> {
     }
 }
 
-/// Whether every operation in `expr` that can throw on `undefined` or `null` carries its own
-/// position in Boa's bytecode, so that a failure inside it could not be reported at an
-/// enclosing node's position. With `guest/patches/boa_engine/` applied, calls (and what a
-/// native function throws, placed at its call), method reads, `new`, iteration and
-/// destructuring are placed; the links of an optional chain and tagged templates still are
-/// not. Function bodies are separate code blocks with positions of their own, so they do not
-/// count.
-fn placed(expr: &Expr) -> bool {
-    let mut finder = Unplaced(false);
-    expr.visit_with(&mut finder);
-    !finder.0
-}
-
-fn computed_key_placed(prop: &MemberProp) -> bool {
-    match prop {
-        MemberProp::Computed(c) => placed(&c.expr),
-        _ => true,
-    }
-}
-
-struct Unplaced(bool);
-
-impl Visit for Unplaced {
-    fn visit_opt_chain_expr(&mut self, _: &swc_ecma_ast::OptChainExpr) {
-        self.0 = true;
-    }
-    fn visit_tagged_tpl(&mut self, _: &swc_ecma_ast::TaggedTpl) {
-        self.0 = true;
-    }
-    fn visit_function(&mut self, _: &swc_ecma_ast::Function) {}
-    fn visit_arrow_expr(&mut self, _: &swc_ecma_ast::ArrowExpr) {}
-    fn visit_class(&mut self, _: &swc_ecma_ast::Class) {}
-}
-
-/// Finds the innermost node the failing position belongs to. Boa places a failed call at its
-/// `(`, a failed `new` at `new`, a failed read at the property, a failed assignment at the
+/// Finds the innermost node the failing position belongs to. With `guest/patches/boa_engine/`
+/// applied, every operation that can throw on `undefined` or `null` carries its own position,
+/// so a failure inside a node is never reported at the node's position: Boa places a failed
+/// call at its `(` (a tagged template's call right after its tag), a failed `new` at `new`, a
+/// failed read at the property (in an optional chain too), a failed assignment at the
 /// assignment's start.
 struct SiteFinder<'a> {
     located: &'a Located,
@@ -242,9 +211,9 @@ impl SiteFinder<'_> {
     /// A call whose `(` is at the position: the first `(` after the callee (and its type
     /// arguments).
     fn call(&mut self, span: Span, callee: &Expr, args: &[ExprOrSpread], after: BytePos) {
-        // The arguments are compiled under the call's position: an operation among them that
-        // Boa leaves unplaced would be reported here too, so such a call is not explained.
-        if !args.iter().all(|a| a.spread.is_none() && placed(&a.expr)) {
+        // A spread's steps run under the call's position, so a failing step would be reported
+        // here too: such a call is not explained.
+        if args.iter().any(|a| a.spread.is_some()) {
             return;
         }
         let Some(rest) = self.located.wrapped_from(after) else {
@@ -256,6 +225,10 @@ impl SiteFinder<'_> {
         if BytePos(after.0 + paren as u32) != self.at {
             return;
         }
+        self.offer_call(span, callee);
+    }
+
+    fn offer_call(&mut self, span: Span, callee: &Expr) {
         let member = match callee {
             Expr::Member(MemberExpr {
                 obj,
@@ -329,13 +302,16 @@ impl Visit for SiteFinder<'_> {
         node.visit_children_with(self);
     }
 
+    fn visit_tagged_tpl(&mut self, node: &swc_ecma_ast::TaggedTpl) {
+        if node.tag.span().hi == self.at {
+            self.offer_call(node.span, &node.tag);
+        }
+        node.visit_children_with(self);
+    }
+
     fn visit_new_expr(&mut self, node: &swc_ecma_ast::NewExpr) {
-        let args_placed = node
-            .args
-            .iter()
-            .flatten()
-            .all(|a| a.spread.is_none() && placed(&a.expr));
-        if node.span.lo == self.at && args_placed {
+        let spread = node.args.iter().flatten().any(|a| a.spread.is_some());
+        if node.span.lo == self.at && !spread {
             let callee = self.located.text(node.callee.span()).to_owned();
             self.offer(node.span, Site::New { callee });
         }
@@ -344,8 +320,7 @@ impl Visit for SiteFinder<'_> {
 
     fn visit_member_expr(&mut self, node: &MemberExpr) {
         if let Some((at, object, property)) = self.member_parts(node) {
-            // The object is compiled under the read's position (see `placed`).
-            if at.lo == self.at && placed(&node.obj) && computed_key_placed(&node.prop) {
+            if at.lo == self.at {
                 self.offer(node.span, Site::Read { object, property });
             }
         }
@@ -390,12 +365,9 @@ impl Visit for SiteFinder<'_> {
     }
 
     fn visit_assign_expr(&mut self, node: &swc_ecma_ast::AssignExpr) {
-        if node.span.lo == self.at && placed(&node.right) {
+        if node.span.lo == self.at {
             if let AssignTarget::Simple(SimpleAssignTarget::Member(member)) = &node.left {
-                let target_placed = placed(&member.obj) && computed_key_placed(&member.prop);
-                if let Some((_, object, property)) =
-                    self.member_parts(member).filter(|_| target_placed)
-                {
+                if let Some((_, object, property)) = self.member_parts(member) {
                     // Wider than any read inside it, so a failing read still wins.
                     self.offer(node.span, Site::Write { object, property });
                 }
