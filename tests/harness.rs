@@ -195,6 +195,7 @@ impl CodeMode {
                     calls: Vec::new(),
                     hint: run.result.hint.clone(),
                     paused: run.result.paused.clone(),
+                    compute_fuel: run.result.compute_fuel,
                 },
                 sub_calls: run.sub_calls.to_vec(),
             });

@@ -286,8 +286,9 @@ impl WasmCodeRuntime {
     ) -> Result<(RunResult, RunMetrics), RunRejection> {
         let started = Instant::now();
         let mut metrics = RunMetrics::default();
-        let result = self.run_program(request, &mut metrics).await?;
+        let mut result = self.run_program(request, &mut metrics).await?;
         metrics.total = started.elapsed();
+        result.compute_fuel = Some(metrics.fuel_consumed);
         Ok((result, metrics))
     }
 

@@ -188,6 +188,11 @@ pub struct RunResult {
     /// `logs` holds what it printed so far, and the run continues with a [`Resume`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<PausedRun>,
+    /// The compute the run burned, in the runtime's fuel units, when it meters compute in fuel.
+    /// The same program given the same tool replies burns the same fuel on any machine and
+    /// under any load; a resumed run counts what it burned since the resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_fuel: Option<u64>,
 }
 
 /// How one binding call ended, seen from the run.

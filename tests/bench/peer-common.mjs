@@ -13,6 +13,8 @@ export const PROGRAMS = {
   spin: 'for (;;) {}',
   compute: readFileSync(new URL('../../fixtures/workloads/compute.js', import.meta.url), 'utf8'),
   data: readFileSync(new URL('../../fixtures/workloads/data.js', import.meta.url), 'utf8'),
+  calls: readFileSync(new URL('../../fixtures/workloads/calls.js', import.meta.url), 'utf8'),
+  loop: readFileSync(new URL('../../fixtures/workloads/loop.js', import.meta.url), 'utf8'),
 };
 
 // The data workload's tool result: DATA_ROWS rows from a MINSTD generator (products stay below
@@ -45,6 +47,9 @@ export function dataText(rows = DATA_ROWS) {
 }
 export const ECHO_CALLS = 1000;
 export const COMPUTE_EXPECTED = 899397;
+// What fixtures/workloads/calls.js (and calls.py) and loop.js (and loop.py) return.
+export const CALLS_EXPECTED = 609129731;
+export const LOOP_EXPECTED = 8999997;
 export const KILL_BUDGET_MS = 100;
 export const LIVE_INSTANCES = 100;
 
@@ -169,9 +174,10 @@ async function killLatency(run) {
   return median(latencies);
 }
 
-async function compute(run) {
+// The median whole-run time of `samples` runs of a workload that needs no tools.
+async function workload(run, program, expected, samples) {
   const times = [];
-  for (let i = 0; i < 5; i++) times.push((await expect(run, PROGRAMS.compute, COMPUTE_EXPECTED)).wallMs);
+  for (let i = 0; i < samples; i++) times.push((await expect(run, program, expected)).wallMs);
   return median(times);
 }
 
@@ -205,7 +211,9 @@ export async function measure(run, { runs, concurrency = 1, rssRun = () => run, 
     sub_call_us: await subCall(run),
     parallel_10x100ms_ms: await parallelSleeps(run),
     runs_per_sec: await runsPerSec(run, concurrency),
-    compute_ms: await compute(run),
+    compute_ms: await workload(run, PROGRAMS.compute, COMPUTE_EXPECTED, 5),
+    calls_ms: await workload(run, PROGRAMS.calls, CALLS_EXPECTED, 3),
+    loop_ms: await workload(run, PROGRAMS.loop, LOOP_EXPECTED, 3),
     data: await data(await dataRun()),
     kill_latency_ms: await killLatency(run),
     rss_per_instance_mib: await rssPerInstance(await rssRun()),
@@ -223,6 +231,8 @@ const KEYS = [
   'rss_per_instance_mib',
   'kill_latency_ms',
   'compute_ms',
+  'calls_ms',
+  'loop_ms',
   'data',
   'notes',
 ];

@@ -15,6 +15,7 @@ const SYSTEMS = [
   { id: 'node-worker_threads', title: 'Node worker_threads' },
   { id: 'quickjs-emscripten', title: 'quickjs-emscripten' },
   { id: 'boa-native', title: 'native Boa' },
+  { id: 'pydantic-monty', title: 'pydantic-monty (Python)' },
 ];
 
 // `lower` says which direction is better, so that a target can be checked mechanically.
@@ -27,7 +28,9 @@ const ROWS = [
   { key: 'rss_per_instance_mib', label: 'RSS per live instance, 100 alive', unit: 'MiB', target: 2, lower: true },
   { key: 'private_per_instance_mib', label: 'of which private (anonymous)', unit: 'MiB' },
   { key: 'kill_latency_ms', label: 'kill latency past a 100 ms wall budget', unit: 'ms', target: 5, lower: true },
-  { key: 'compute_ms', label: 'compute workload (`fixtures/workloads/compute.js`)', unit: 'ms' },
+  { key: 'compute_ms', label: 'compute workload (`fixtures/workloads/compute.js`)', unit: 'ms', relative: ['quickjs-emscripten', 1.2] },
+  { key: 'calls_ms', label: 'call-heavy workload (`fixtures/workloads/calls.js`)', unit: 'ms', relative: ['quickjs-emscripten', 2] },
+  { key: 'loop_ms', label: 'counting loop (`fixtures/workloads/loop.js`)', unit: 'ms', relative: ['pydantic-monty', 1] },
   { key: 'fuel_per_ms', label: 'fuel per ms of compute', unit: '' },
 ];
 
@@ -106,17 +109,22 @@ function verdict(ok) {
 }
 
 function targetCell(row) {
-  if (row.target === undefined) return row.key === 'compute_ms' ? '≤ 2× native Boa' : '—';
+  if (row.relative) {
+    const [peer, factor] = row.relative;
+    return `≤ ${factor}× ${SYSTEMS.find((s) => s.id === peer).title}`;
+  }
+  if (row.target === undefined) return '—';
   return `${row.lower ? '≤' : '≥'} ${row.target.toLocaleString('en-US')} ${row.unit}`.trim();
 }
 
-// The compute target is relative to native Boa, the others are absolute; undefined when either
-// side is missing, so that an absent measurement is never reported as a miss.
+// A target is absolute or relative to a peer's time; undefined when either side is missing, so
+// that an absent measurement is never reported as a miss.
 function targetMet(row, results) {
   const value = results.codemode?.[row.key];
-  if (row.key === 'compute_ms') {
-    const native = results['boa-native']?.compute_ms;
-    return isNumber(value) && isNumber(native) ? value <= 2 * native : undefined;
+  if (row.relative) {
+    const [peer, factor] = row.relative;
+    const theirs = results[peer]?.[row.key];
+    return isNumber(value) && isNumber(theirs) ? value <= factor * theirs : undefined;
   }
   if (row.target === undefined || !isNumber(value)) return undefined;
   return row.lower ? value <= row.target : value >= row.target;
@@ -173,12 +181,11 @@ function render(results) {
   if (codemode && peers.length > 0) {
     lines.push('', '## Ratios', '');
     lines.push('Peer time divided by codemode time, from the table above.', '');
-    lines.push('| peer | fresh run p50 | compute |', '| --- | ---: | ---: |');
+    const keys = ['fresh_run_p50_us', 'compute_ms', 'calls_ms', 'loop_ms'];
+    lines.push('| peer | fresh run p50 | compute | call-heavy | counting loop |', '| --- | ---: | ---: | ---: | ---: |');
     for (const s of peers) {
       const p = results[s.id];
-      lines.push(
-        `| ${s.title} | ${ratioCell(codemode.fresh_run_p50_us, p.fresh_run_p50_us)} | ${ratioCell(codemode.compute_ms, p.compute_ms)} |`,
-      );
+      lines.push(`| ${s.title} | ${keys.map((k) => ratioCell(codemode[k], p[k])).join(' | ')} |`);
     }
     const node = results['node-worker_threads'];
     if (node && isNumber(codemode.fresh_run_p50_us) && isNumber(node.fresh_run_p50_us)) {
@@ -296,8 +303,10 @@ function render(results) {
   }
   lines.push(
     '',
-    'Every system runs the same program text, wrapped as the body of an async function. ' +
-      'The peers are `tests/bench/node-worker-peer.mjs`, `tests/bench/quickjs-wasm-peer.mjs` and `tests/bench/native-boa`.',
+    'Every JavaScript system runs the same program text, wrapped as the body of an async function; ' +
+      'pydantic-monty runs its Python translation (`fixtures/workloads/*.py`). ' +
+      'The peers are `tests/bench/node-worker-peer.mjs`, `tests/bench/quickjs-wasm-peer.mjs`, `tests/bench/native-boa` ' +
+      'and `tests/bench/monty-peer.py`.',
     '',
   );
   return lines.join('\n');

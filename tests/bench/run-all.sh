@@ -29,6 +29,10 @@ nice -n 19 cargo build --release --locked --manifest-path tests/bench/native-boa
 step "install Node peers' dependencies"
 (cd tests/bench && npm ci --no-audit --no-fund)
 
+step "install pydantic-monty (PyPI) in a virtual environment"
+python3 -m venv "$out/monty-venv"
+"$out/monty-venv/bin/pip" install --quiet --disable-pip-version-check -r tests/bench/requirements.txt
+
 step "measure codemode"
 # Older builds lack the interruption study; their report simply leaves that section out.
 if "$codemode" bench --help | grep -q -- '--interruption'; then
@@ -47,6 +51,9 @@ node tests/bench/quickjs-wasm-peer.mjs >"$out/quickjs-wasm.json"
 step "measure native Boa peer"
 "$native_target/release/codemode-bench-native-boa" >"$out/native-boa.json"
 
+step "measure pydantic-monty peer"
+"$out/monty-venv/bin/python" tests/bench/monty-peer.py >"$out/monty.json"
+
 step "write BENCHMARKS.md"
 node tests/bench/report.mjs "$out/codemode.json" "$out/node-worker.json" "$out/quickjs-wasm.json" \
-  "$out/native-boa.json"
+  "$out/native-boa.json" "$out/monty.json"

@@ -40,7 +40,7 @@ fn the_example_program_runs_with_the_built_in_tools() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(
-        json_of(&out),
+        without_fuel(json_of(&out)),
         json!({
             "logs": ["point { x: 1, y: 2 }", "fail failed: deliberate failure"],
             "result": {"echoed": {"greeting": "hello"}, "naps": [{"slept": 50}, {"slept": 50}]},
@@ -52,6 +52,18 @@ fn the_example_program_runs_with_the_built_in_tools() {
             ]
         })
     );
+}
+
+/// The `--json` document without its `computeFuel`, which must be there: a count of fuel that
+/// moves with every change to the guest, checked on its own by
+/// `json_reports_the_fuel_a_run_burned_the_same_every_time`.
+fn without_fuel(mut doc: Value) -> Value {
+    let fuel = doc.as_object_mut().and_then(|d| d.remove("computeFuel"));
+    assert!(
+        fuel.as_ref().is_some_and(Value::is_u64),
+        "computeFuel: {fuel:?}"
+    );
+    doc
 }
 
 #[test]
@@ -67,7 +79,10 @@ fn people_get_logs_then_the_result() {
 #[test]
 fn no_result_key_when_nothing_is_returned() {
     let out = run_with_stdin(&["run", "--json", "-"], "console.log('x');");
-    assert_eq!(json_of(&out), json!({"logs": ["x"], "calls": []}));
+    assert_eq!(
+        without_fuel(json_of(&out)),
+        json!({"logs": ["x"], "calls": []})
+    );
 }
 
 #[test]
@@ -78,7 +93,7 @@ fn a_program_failure_exits_one_with_a_typed_error() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
-        json_of(&out),
+        without_fuel(json_of(&out)),
         json!({"logs": [], "error": {"kind": "exception", "message": "Error: boom", "line": 2, "column": 9}, "calls": []})
     );
     let human = run_with_stdin(&["run"], "const a = 1;\n  throw new Error('boom');");
@@ -101,12 +116,39 @@ fn rejected_typescript_is_a_program_failure() {
 }
 
 #[test]
+fn json_reports_the_fuel_a_run_burned_the_same_every_time() {
+    let program = "let s = 0;\nfor (let i = 0; i < 20000; i++) s += i % 7;\nreturn s;";
+    let burned: Vec<u64> = (0..2)
+        .map(|_| {
+            let out = run_with_stdin(&["run", "--json"], program);
+            assert_eq!(out.status.code(), Some(0));
+            json_of(&out)["computeFuel"]
+                .as_u64()
+                .expect("computeFuel in --json")
+        })
+        .collect();
+    assert!(burned[0] > 0);
+    assert_eq!(burned[0], burned[1], "fuel is deterministic");
+    let out = run_with_stdin(&["run", "--json"], "return 1;");
+    let trivial = json_of(&out)["computeFuel"].as_u64().expect("computeFuel");
+    assert!(trivial < burned[0], "{trivial} vs {}", burned[0]);
+}
+
+#[test]
 fn budget_flags_are_applied() {
     let out = run_with_stdin(&["run", "--json", "--compute-ms", "100"], "while (true) {}");
     assert_eq!(out.status.code(), Some(1));
+    let doc = json_of(&out);
+    let budget = 100 * codemode_host::FUEL_PER_MS;
     assert_eq!(
-        json_of(&out)["error"],
-        json!({"kind": "timeout", "message": "compute budget exhausted (100ms busy)", "cause": "compute"})
+        doc["error"],
+        json!({"kind": "timeout", "message": format!("compute budget exhausted (100ms busy, {budget} fuel)"), "cause": "compute"})
+    );
+    // The loop burned its whole budget, but for part of the block it was stopped in.
+    let burned = doc["computeFuel"].as_u64().expect("computeFuel in --json");
+    assert!(
+        burned <= budget && burned >= budget - budget / 1000,
+        "{burned} fuel burned of {budget}"
     );
     let out = run_with_stdin(
         &["run", "--json", "--max-output-bytes", "10"],

@@ -330,7 +330,10 @@ fn a_compute_failure_with_upstream_calls_in_flight_leaves_the_next_run_healthy()
     );
     assert_eq!(
         answers[0]["text"],
-        "Error: code run failed (timeout): compute budget exhausted (300ms busy)"
+        format!(
+            "Error: code run failed (timeout): compute budget exhausted (300ms busy, {} fuel)",
+            300 * codemode_host::FUEL_PER_MS
+        )
     );
     assert_eq!(
         answers[1]["structured"]["result"],

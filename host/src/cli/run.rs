@@ -55,6 +55,10 @@ fn write_json_document(result: &RunResult, calls: &[SubCallRecord], out: &mut St
     }
     out.push_str(",\"calls\":");
     json::write(&calls_json(calls), out);
+    if let Some(fuel) = result.compute_fuel {
+        out.push_str(",\"computeFuel\":");
+        out.push_str(&fuel.to_string());
+    }
     out.push('}');
 }
 
@@ -219,6 +223,7 @@ fn copy_result(result: &RunResult) -> RunResult {
         calls: Vec::new(),
         hint: result.hint.clone(),
         paused: result.paused.clone(),
+        compute_fuel: result.compute_fuel,
     }
 }
 

@@ -266,6 +266,7 @@ pub(crate) async fn execute(
             calls,
             hint: None,
             paused: Some(paused),
+            compute_fuel: None,
         };
     }
     if store.data().outcome.is_none() {

@@ -24,7 +24,11 @@ pub(super) fn failure_from_error(
     match error.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => RunFailure::new(
             FailureKind::Timeout,
-            format!("compute budget exhausted ({}ms busy)", budgets.compute_ms),
+            format!(
+                "compute budget exhausted ({}ms busy, {} fuel)",
+                budgets.compute_ms,
+                budgets.fuel()
+            ),
         )
         .with_cause(FailureCause::Compute),
         Some(Trap::StackOverflow) => RunFailure::new(
@@ -99,6 +103,7 @@ pub(super) fn finalize(
             calls,
             hint: None,
             paused: None,
+            compute_fuel: None,
         },
         Outcome::Value(_) => {
             let mut message = overflow_message(max);
@@ -110,6 +115,7 @@ pub(super) fn finalize(
                 calls,
                 hint: None,
                 paused: None,
+                compute_fuel: None,
             }
         }
         Outcome::Failure(mut failure) => {
@@ -124,6 +130,7 @@ pub(super) fn finalize(
                 calls,
                 hint: None,
                 paused: None,
+                compute_fuel: None,
             }
         }
     }

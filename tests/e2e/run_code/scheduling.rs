@@ -313,7 +313,10 @@ async fn a_body_that_ignores_its_signal_is_detached_after_the_grace_and_nothing_
     assert!(started.elapsed() < Duration::from_secs(20), "run_code hung");
     assert_eq!(
         result.text(),
-        "Error: code run failed (timeout): compute budget exhausted (200ms busy)"
+        format!(
+            "Error: code run failed (timeout): compute budget exhausted (200ms busy, {} fuel)",
+            200 * codemode_host::FUEL_PER_MS
+        )
     );
     assert!(cm
         .events

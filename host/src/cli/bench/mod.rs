@@ -229,28 +229,53 @@ fn holding_namespace(release: Arc<AtomicBool>) -> BindingNamespace {
     tools_namespace(functions)
 }
 
-/// The compute workload shared with the peer scripts: a function body ending in `return`.
-const COMPUTE_PROGRAM: &str = include_str!("../../../../fixtures/workloads/compute.js");
-const COMPUTE_RESULT: f64 = 899_397.0;
+/// A workload shared with the peer scripts that needs no tools: a function body ending in
+/// `return`, what it returns, and how many runs its median is taken over.
+struct Workload {
+    name: &'static str,
+    program: &'static str,
+    result: f64,
+    samples: usize,
+}
 
-/// Samples taken of the compute workload (the median is reported).
-const COMPUTE_SAMPLES: usize = 5;
+const COMPUTE: Workload = Workload {
+    name: "compute",
+    program: include_str!("../../../../fixtures/workloads/compute.js"),
+    result: 899_397.0,
+    samples: 5,
+};
 
-/// One run of the compute workload: its time (guest start to result, without stripping) and
-/// the fuel it burned.
-async fn compute_once(rt: &WasmCodeRuntime) -> Result<(Duration, u64), String> {
+/// Everyday shapes that are mostly calls and constructions (`fixtures/workloads/calls.js`).
+const CALLS: Workload = Workload {
+    name: "call-heavy",
+    program: include_str!("../../../../fixtures/workloads/calls.js"),
+    result: 609_129_731.0,
+    samples: 3,
+};
+
+/// The counting loop pydantic-monty runs too, in Python (`fixtures/workloads/loop.js`).
+const LOOP: Workload = Workload {
+    name: "counting loop",
+    program: include_str!("../../../../fixtures/workloads/loop.js"),
+    result: 8_999_997.0,
+    samples: 3,
+};
+
+/// One run of a workload: its time (guest start to result, without stripping) and the fuel it
+/// burned.
+async fn workload_once(rt: &WasmCodeRuntime, w: &Workload) -> Result<(Duration, u64), String> {
     let (result, m) = rt
-        .run_measured(request(COMPUTE_PROGRAM, vec![]))
+        .run_measured(request(w.program, vec![]))
         .await
         .map_err(|e| e.to_string())?;
     if let Some(e) = result.error {
         return Err(format!(
-            "compute workload failed ({}): {}",
-            e.kind, e.message
+            "{} workload failed ({}): {}",
+            w.name, e.kind, e.message
         ));
     }
-    if result.value.as_ref().and_then(Value::as_f64) != Some(COMPUTE_RESULT) {
-        return Err(format!("compute workload returned {:?}", result.value));
+    if result.value.as_ref().and_then(Value::as_f64) != Some(w.result) {
+        return Err(format!("{} workload returned {:?}", w.name, result.value));
     }
     Ok((m.total.saturating_sub(m.strip), m.fuel_consumed))
 }
@@ -260,10 +285,10 @@ fn median<T: Ord + Copy>(mut samples: Vec<T>) -> T {
     samples[samples.len() / 2]
 }
 
-async fn compute_median(rt: &WasmCodeRuntime) -> Result<(Duration, u64), String> {
-    let mut samples = Vec::with_capacity(COMPUTE_SAMPLES);
-    for _ in 0..COMPUTE_SAMPLES {
-        samples.push(compute_once(rt).await?);
+async fn workload_median(rt: &WasmCodeRuntime, w: &Workload) -> Result<(Duration, u64), String> {
+    let mut samples = Vec::with_capacity(w.samples);
+    for _ in 0..w.samples {
+        samples.push(workload_once(rt, w).await?);
     }
     Ok(median(samples))
 }
@@ -282,10 +307,10 @@ async fn interruption_study(compute: bool) -> Result<(Value, Value), String> {
         runtimes.push((scheme, rt, Vec::new(), Vec::new()));
     }
     let text = Arc::new(data_text(DATA_ROWS));
-    for _ in 0..COMPUTE_SAMPLES {
+    for _ in 0..COMPUTE.samples {
         for (_, rt, computes, datas) in &mut runtimes {
             if compute {
-                computes.push(compute_once(rt).await?.0);
+                computes.push(workload_once(rt, &COMPUTE).await?.0);
             }
             datas.push(data_once(rt, &text).await?.0);
         }
@@ -486,8 +511,10 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     .total;
 
     // The compute-heavy workload every peer runs too (fixtures/workloads/compute.js).
-    let (compute, compute_fuel) = compute_median(&rt).await?;
+    let (compute, compute_fuel) = workload_median(&rt, &COMPUTE).await?;
     let fuel_per_ms = compute_fuel as f64 / ms(compute).max(1e-9);
+    let (calls, calls_fuel) = workload_median(&rt, &CALLS).await?;
+    let (counting, counting_fuel) = workload_median(&rt, &LOOP).await?;
 
     // Throughput: trivial runs on every worker thread for one second.
     let window = Duration::from_secs(1);
@@ -609,6 +636,10 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "durable": durable,
         "data": data,
         "compute_ms": ms(compute),
+        "calls_ms": ms(calls),
+        "calls_fuel": calls_fuel,
+        "loop_ms": ms(counting),
+        "loop_fuel": counting_fuel,
         "interruption": interruption,
         "interruption_data": interruption_data,
         "fuel_per_ms_configured": FUEL_PER_MS,
@@ -707,6 +738,8 @@ pub async fn bench(args: BenchArgs) -> u8 {
         ),
         ("  its parse", "/preflight/parse_us", "µs", None),
         ("compute workload", "compute_ms", "ms", None),
+        ("call-heavy workload", "calls_ms", "ms", None),
+        ("counting loop", "loop_ms", "ms", None),
         (
             "data workload (7 MB, 50k rows)",
             "/data/total_ms",
@@ -784,6 +817,12 @@ pub async fn bench(args: BenchArgs) -> u8 {
             None,
         ),
         ("fuel per ms of compute", "fuel_per_ms", "", None),
+        (
+            "  configured (FUEL_PER_MS)",
+            "fuel_per_ms_configured",
+            "",
+            None,
+        ),
         ("guest module", "guest_module_bytes", "bytes", None),
         ("peak RSS", "peak_rss_mib", "MiB", None),
     ];

@@ -10,6 +10,10 @@ use serde_json::{json, Value};
 
 const COMPUTE_BODY: &str = include_str!("../../../../fixtures/workloads/compute.js");
 const COMPUTE_EXPECTED: f64 = 899_397.0;
+const CALLS_BODY: &str = include_str!("../../../../fixtures/workloads/calls.js");
+const CALLS_EXPECTED: f64 = 609_129_731.0;
+const LOOP_BODY: &str = include_str!("../../../../fixtures/workloads/loop.js");
+const LOOP_EXPECTED: f64 = 8_999_997.0;
 
 /// Every peer wraps a program body the same way, so that `return` and `await` are legal at its top.
 fn wrap(body: &str) -> String {
@@ -71,11 +75,15 @@ fn measure(runs: usize) -> Result<Value, String> {
         .collect::<Result<Vec<_>, _>>()?;
     times.sort();
 
-    let compute = wrap(COMPUTE_BODY);
-    let mut computes = (0..5)
-        .map(|_| fresh_run(&compute, COMPUTE_EXPECTED))
-        .collect::<Result<Vec<_>, _>>()?;
-    computes.sort();
+    // The median of `samples` fresh runs of a workload, in ms.
+    let workload = |body: &str, expected: f64, samples: usize| -> Result<f64, String> {
+        let source = wrap(body);
+        let mut times = (0..samples)
+            .map(|_| fresh_run(&source, expected))
+            .collect::<Result<Vec<_>, _>>()?;
+        times.sort();
+        Ok(percentile(&times, 0.5).as_secs_f64() * 1e3)
+    };
 
     Ok(json!({
         "peer": "boa-native",
@@ -87,7 +95,9 @@ fn measure(runs: usize) -> Result<Value, String> {
         "runs_per_sec": null,
         "rss_per_instance_mib": null,
         "kill_latency_ms": null,
-        "compute_ms": percentile(&computes, 0.5).as_secs_f64() * 1e3,
+        "compute_ms": workload(COMPUTE_BODY, COMPUTE_EXPECTED, 5)?,
+        "calls_ms": workload(CALLS_BODY, CALLS_EXPECTED, 3)?,
+        "loop_ms": workload(LOOP_BODY, LOOP_EXPECTED, 3)?,
         "notes": "Boa 0.22.0 compiled natively (release, same features as the guest), a new Context per run \
                   with the default job executor. No host bindings, no sandbox and no interruption: \
                   the host-call, parallel-sleep, throughput, memory and kill workloads would measure \

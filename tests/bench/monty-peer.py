@@ -1,0 +1,85 @@
+"""pydantic-monty peer: the Python interpreter behind Pydantic's Code Mode, measured on the
+workloads that have a Python translation, each run in a fresh session as codemode runs each
+program in a fresh instance. Prints one JSON object with the keys every peer prints.
+
+Usage: python3 tests/bench/monty-peer.py [--runs N]
+"""
+
+import json
+import statistics
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+import pydantic_monty
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOADS = ROOT / "fixtures" / "workloads"
+# What calls.py and loop.py evaluate to, the same as their JavaScript twins.
+CALLS_EXPECTED = 609129731
+LOOP_EXPECTED = 8999997
+
+
+def parse_runs(argv):
+    runs = 200
+    args = iter(argv)
+    for arg in args:
+        value = next(args, "") if arg == "--runs" else ""
+        if not value.isdigit() or int(value) < 1:
+            sys.exit("usage: python3 tests/bench/monty-peer.py [--runs N]")
+        runs = int(value)
+    return runs
+
+
+def fresh_run(pool, code, expected):
+    """One program in a fresh session, from checkout to its return: wall ms."""
+    started = time.perf_counter()
+    with pool.checkout() as session:
+        value = session.feed_run(code)
+    elapsed = (time.perf_counter() - started) * 1000
+    if value != expected:
+        raise SystemExit(f"monty-peer: expected {expected}, got {value!r}")
+    return elapsed
+
+
+def percentile(samples, p):
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round((len(ordered) - 1) * p))]
+
+
+def main():
+    runs = parse_runs(sys.argv[1:])
+    calls = (WORKLOADS / "calls.py").read_text()
+    loop = (WORKLOADS / "loop.py").read_text()
+    with pydantic_monty.Monty() as pool:
+        fresh_run(pool, "1", 1)
+        trivial = [fresh_run(pool, "1", 1) * 1000 for _ in range(runs)]
+        calls_ms = statistics.median(fresh_run(pool, calls, CALLS_EXPECTED) for _ in range(3))
+        loop_ms = statistics.median(fresh_run(pool, loop, LOOP_EXPECTED) for _ in range(3))
+    version = metadata.version("pydantic-monty")
+    report = {
+        "peer": "pydantic-monty",
+        "runs": runs,
+        "fresh_run_p50_us": percentile(trivial, 0.5),
+        "fresh_run_p99_us": percentile(trivial, 0.99),
+        "sub_call_us": None,
+        "parallel_10x100ms_ms": None,
+        "runs_per_sec": None,
+        "rss_per_instance_mib": None,
+        "kill_latency_ms": None,
+        "compute_ms": None,
+        "calls_ms": calls_ms,
+        "loop_ms": loop_ms,
+        "data": None,
+        "notes": f"pydantic-monty {version}: each program runs in a fresh session checked out of "
+        "its pool of worker processes (the package's own way to run one program), so a fresh run "
+        "includes the round trip to the worker. It runs Python, so it runs the Python "
+        "translations of the call-heavy workload and the counting loop (`fixtures/workloads/*.py`); "
+        "the other workloads are JavaScript-only or need host tools and are null.",
+    }
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
