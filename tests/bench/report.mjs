@@ -233,6 +233,43 @@ function render(results) {
     }
   }
 
+  const withCalls = present.filter((s) => results[s.id].calls && typeof results[s.id].calls === 'object');
+  if (withCalls.length > 0) {
+    lines.push('', '## Call-heavy workload', '');
+    lines.push(
+      '`fixtures/workloads/calls.js` (for pydantic-monty its Python translation, `calls.py`): 100,000 method calls that ' +
+        'each construct a class instance; function constructors and closures over 1,000 objects; a word count of 50,000 ' +
+        'words into a `Map`, a `Set` of them and a sort with a comparator; 20,000 string appends and a count into an ' +
+        "object read back with `for…in`; a memoised recursion. The program times its phases itself; the median of three " +
+        'runs by total; "×" columns divide codemode\'s time by the peer\'s.',
+      '',
+    );
+    const phases = [
+      ['construct', 'class instances from methods'],
+      ['closures', 'function constructors, closures'],
+      ['collections', '`Map`, `Set`, sort with a comparator'],
+      ['strings', 'string building, `for…in`'],
+      ['recursion', 'memoised recursion'],
+    ];
+    const others = withCalls.filter((s) => s.id !== 'codemode');
+    const head = ['phase (ms)', ...withCalls.map((s) => s.title), ...others.map((s) => `codemode ÷ ${s.title}`)];
+    lines.push(`| ${head.join(' | ')} |`, `| ${head.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`);
+    const row = (label, pick) => {
+      const values = withCalls.map((s) => pick(results[s.id].calls));
+      const mine = codemode?.calls ? pick(codemode.calls) : undefined;
+      const ratios = others.map((s) => {
+        const theirs = pick(results[s.id].calls);
+        return isNumber(mine) && isNumber(theirs) && theirs > 0 ? `${fmt(mine / theirs)}×` : 'n/a';
+      });
+      lines.push(`| ${label} | ${[...values.map(fmt), ...ratios].join(' | ')} |`);
+    };
+    for (const [key, label] of phases) row(label, (c) => c.phases_ms?.[key]);
+    row('whole run', (c) => c.total_ms);
+    if (isNumber(codemode?.calls?.fuel)) {
+      lines.push('', `codemode burned ${fmt(codemode.calls.fuel)} fuel on it, the same from run to run.`);
+    }
+  }
+
   const durable = codemode?.durable;
   if (durable && typeof durable === 'object') {
     lines.push('', '## Durable runs', '');

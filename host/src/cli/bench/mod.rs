@@ -230,10 +230,12 @@ fn holding_namespace(release: Arc<AtomicBool>) -> BindingNamespace {
 }
 
 /// A workload shared with the peer scripts that needs no tools: a function body ending in
-/// `return`, what it returns, and how many runs its median is taken over.
+/// `return`, the number it must compute (its value, or the value's `check`, as `check_at`
+/// points), and how many runs its median is taken over.
 struct Workload {
     name: &'static str,
     program: &'static str,
+    check_at: &'static str,
     result: f64,
     samples: usize,
 }
@@ -241,14 +243,17 @@ struct Workload {
 const COMPUTE: Workload = Workload {
     name: "compute",
     program: include_str!("../../../../fixtures/workloads/compute.js"),
+    check_at: "",
     result: 899_397.0,
     samples: 5,
 };
 
-/// Everyday shapes that are mostly calls and constructions (`fixtures/workloads/calls.js`).
+/// Everyday shapes that are mostly calls and constructions (`fixtures/workloads/calls.js`),
+/// which times its phases and returns `{check, phases}`.
 const CALLS: Workload = Workload {
     name: "call-heavy",
     program: include_str!("../../../../fixtures/workloads/calls.js"),
+    check_at: "/check",
     result: 609_129_731.0,
     samples: 3,
 };
@@ -257,13 +262,17 @@ const CALLS: Workload = Workload {
 const LOOP: Workload = Workload {
     name: "counting loop",
     program: include_str!("../../../../fixtures/workloads/loop.js"),
+    check_at: "",
     result: 8_999_997.0,
     samples: 3,
 };
 
-/// One run of a workload: its time (guest start to result, without stripping) and the fuel it
-/// burned.
-async fn workload_once(rt: &WasmCodeRuntime, w: &Workload) -> Result<(Duration, u64), String> {
+/// One run of a workload: its time (guest start to result, without stripping), the fuel it
+/// burned and its value.
+async fn workload_once(
+    rt: &WasmCodeRuntime,
+    w: &Workload,
+) -> Result<(Duration, u64, Value), String> {
     let (result, m) = rt
         .run_measured(request(w.program, vec![]))
         .await
@@ -274,10 +283,11 @@ async fn workload_once(rt: &WasmCodeRuntime, w: &Workload) -> Result<(Duration, 
             w.name, e.kind, e.message
         ));
     }
-    if result.value.as_ref().and_then(Value::as_f64) != Some(w.result) {
-        return Err(format!("{} workload returned {:?}", w.name, result.value));
+    let value = result.value.unwrap_or(Value::Null);
+    if value.pointer(w.check_at).and_then(Value::as_f64) != Some(w.result) {
+        return Err(format!("{} workload returned {value}", w.name));
     }
-    Ok((m.total.saturating_sub(m.strip), m.fuel_consumed))
+    Ok((m.total.saturating_sub(m.strip), m.fuel_consumed, value))
 }
 
 fn median<T: Ord + Copy>(mut samples: Vec<T>) -> T {
@@ -285,12 +295,17 @@ fn median<T: Ord + Copy>(mut samples: Vec<T>) -> T {
     samples[samples.len() / 2]
 }
 
-async fn workload_median(rt: &WasmCodeRuntime, w: &Workload) -> Result<(Duration, u64), String> {
+/// The run with the median time of `w.samples` runs.
+async fn workload_median(
+    rt: &WasmCodeRuntime,
+    w: &Workload,
+) -> Result<(Duration, u64, Value), String> {
     let mut samples = Vec::with_capacity(w.samples);
     for _ in 0..w.samples {
         samples.push(workload_once(rt, w).await?);
     }
-    Ok(median(samples))
+    samples.sort_by_key(|sample| sample.0);
+    Ok(samples.swap_remove(samples.len() / 2))
 }
 
 /// The compute and data workloads under each interruption scheme, each on its own engine. The
@@ -511,10 +526,10 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     .total;
 
     // The compute-heavy workload every peer runs too (fixtures/workloads/compute.js).
-    let (compute, compute_fuel) = workload_median(&rt, &COMPUTE).await?;
+    let (compute, compute_fuel, _) = workload_median(&rt, &COMPUTE).await?;
     let fuel_per_ms = compute_fuel as f64 / ms(compute).max(1e-9);
-    let (calls, calls_fuel) = workload_median(&rt, &CALLS).await?;
-    let (counting, counting_fuel) = workload_median(&rt, &LOOP).await?;
+    let (calls, calls_fuel, calls_value) = workload_median(&rt, &CALLS).await?;
+    let (counting, counting_fuel, _) = workload_median(&rt, &LOOP).await?;
 
     // Throughput: trivial runs on every worker thread for one second.
     let window = Duration::from_secs(1);
@@ -637,7 +652,12 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "data": data,
         "compute_ms": ms(compute),
         "calls_ms": ms(calls),
-        "calls_fuel": calls_fuel,
+        "calls": {
+            "total_ms": ms(calls),
+            "phases_ms": calls_value.get("phases"),
+            "fuel": calls_fuel,
+            "check": CALLS.result,
+        },
         "loop_ms": ms(counting),
         "loop_fuel": counting_fuel,
         "interruption": interruption,
@@ -739,6 +759,32 @@ pub async fn bench(args: BenchArgs) -> u8 {
         ("  its parse", "/preflight/parse_us", "µs", None),
         ("compute workload", "compute_ms", "ms", None),
         ("call-heavy workload", "calls_ms", "ms", None),
+        (
+            "  class instances",
+            "/calls/phases_ms/construct",
+            "ms",
+            None,
+        ),
+        (
+            "  function constructors, closures",
+            "/calls/phases_ms/closures",
+            "ms",
+            None,
+        ),
+        (
+            "  Map, Set, sort",
+            "/calls/phases_ms/collections",
+            "ms",
+            None,
+        ),
+        ("  strings, for…in", "/calls/phases_ms/strings", "ms", None),
+        (
+            "  memoised recursion",
+            "/calls/phases_ms/recursion",
+            "ms",
+            None,
+        ),
+        ("  fuel burned", "/calls/fuel", "", None),
         ("counting loop", "loop_ms", "ms", None),
         (
             "data workload (7 MB, 50k rows)",

@@ -20,10 +20,11 @@ fn wrap(body: &str) -> String {
     format!("(async function () {{\"use strict\";\n{body}\n}})()")
 }
 
-/// One fresh `Context` from creation to drop, the same span a sandboxed run covers.
-fn fresh_run(source: &str, expected: f64) -> Result<Duration, String> {
+/// One fresh `Context` from creation to drop, the same span a sandboxed run covers: its time
+/// and its value, which must hold `expected` where `check_at` points (`""`: the value itself).
+fn fresh_run(source: &str, check_at: &str, expected: f64) -> Result<(Duration, Value), String> {
     let started = Instant::now();
-    {
+    let value = {
         let mut context = Context::default();
         let value = context
             .eval(Source::from_bytes(source.as_bytes()))
@@ -33,15 +34,19 @@ fn fresh_run(source: &str, expected: f64) -> Result<Duration, String> {
             .as_promise()
             .ok_or("the wrapped program did not return a promise")?;
         match promise.state() {
-            PromiseState::Fulfilled(v) if v.as_number() == Some(expected) => {}
-            PromiseState::Fulfilled(v) => {
-                return Err(format!("unexpected result {}", v.display()));
-            }
+            PromiseState::Fulfilled(v) => v
+                .to_json(&mut context)
+                .map_err(|e| e.to_string())?
+                .unwrap_or(Value::Null),
             PromiseState::Rejected(e) => return Err(format!("rejected: {}", e.display())),
             PromiseState::Pending => return Err("still pending after run_jobs".into()),
         }
+    };
+    let elapsed = started.elapsed();
+    if value.pointer(check_at).and_then(Value::as_f64) != Some(expected) {
+        return Err(format!("unexpected result {value}"));
     }
-    Ok(started.elapsed())
+    Ok((elapsed, value))
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -69,21 +74,23 @@ fn parse_runs() -> Result<usize, String> {
 
 fn measure(runs: usize) -> Result<Value, String> {
     let trivial = wrap("return 1");
-    fresh_run(&trivial, 1.0)?;
+    fresh_run(&trivial, "", 1.0)?;
     let mut times = (0..runs)
-        .map(|_| fresh_run(&trivial, 1.0))
+        .map(|_| fresh_run(&trivial, "", 1.0).map(|(time, _)| time))
         .collect::<Result<Vec<_>, _>>()?;
     times.sort();
 
-    // The median of `samples` fresh runs of a workload, in ms.
-    let workload = |body: &str, expected: f64, samples: usize| -> Result<f64, String> {
+    // The run with the median time of `samples` fresh runs of a workload: ms and value.
+    let workload = |body: &str, check_at: &str, expected: f64, samples: usize| {
         let source = wrap(body);
-        let mut times = (0..samples)
-            .map(|_| fresh_run(&source, expected))
-            .collect::<Result<Vec<_>, _>>()?;
-        times.sort();
-        Ok(percentile(&times, 0.5).as_secs_f64() * 1e3)
+        let mut runs = (0..samples)
+            .map(|_| fresh_run(&source, check_at, expected))
+            .collect::<Result<Vec<_>, String>>()?;
+        runs.sort_by_key(|(time, _)| *time);
+        let (time, value) = runs.swap_remove(runs.len() / 2);
+        Ok::<_, String>((time.as_secs_f64() * 1e3, value))
     };
+    let (calls_ms, calls) = workload(CALLS_BODY, "/check", CALLS_EXPECTED, 3)?;
 
     Ok(json!({
         "peer": "boa-native",
@@ -95,9 +102,10 @@ fn measure(runs: usize) -> Result<Value, String> {
         "runs_per_sec": null,
         "rss_per_instance_mib": null,
         "kill_latency_ms": null,
-        "compute_ms": workload(COMPUTE_BODY, COMPUTE_EXPECTED, 5)?,
-        "calls_ms": workload(CALLS_BODY, CALLS_EXPECTED, 3)?,
-        "loop_ms": workload(LOOP_BODY, LOOP_EXPECTED, 3)?,
+        "compute_ms": workload(COMPUTE_BODY, "", COMPUTE_EXPECTED, 5)?.0,
+        "calls_ms": calls_ms,
+        "calls": {"total_ms": calls_ms, "phases_ms": calls.get("phases"), "check": CALLS_EXPECTED},
+        "loop_ms": workload(LOOP_BODY, "", LOOP_EXPECTED, 3)?.0,
         "notes": "Boa 0.22.0 compiled natively (release, same features as the guest), a new Context per run \
                   with the default job executor. No host bindings, no sandbox and no interruption: \
                   the host-call, parallel-sleep, throughput, memory and kill workloads would measure \
