@@ -137,6 +137,35 @@ function ratioCell(codemode, peer) {
   return r >= 1 ? `codemode ${fmt(r)}× faster` : `codemode ${fmt(1 / r)}× slower`;
 }
 
+// A workload every system timed by phase (`results[id][key]` is `{ total_ms, phases_ms, check }`):
+// one column per system, then codemode's time over each peer's.
+function phaseSection(lines, results, present, { key, title, intro, phases, fuelNote }) {
+  const systems = present.filter((s) => results[s.id][key] && typeof results[s.id][key] === 'object');
+  if (systems.length === 0) return;
+  const mine = results.codemode?.[key];
+  lines.push('', `## ${title}`, '');
+  lines.push(`${intro} The median of three runs by total; "×" columns divide codemode's time by the peer's.`, '');
+  const others = systems.filter((s) => s.id !== 'codemode');
+  const head = ['phase (ms)', ...systems.map((s) => s.title), ...others.map((s) => `codemode ÷ ${s.title}`)];
+  lines.push(`| ${head.join(' | ')} |`, `| ${head.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`);
+  const row = (label, pick) => {
+    const values = systems.map((s) => pick(results[s.id][key]));
+    const ours = mine ? pick(mine) : undefined;
+    const ratios = others.map((s) => {
+      const theirs = pick(results[s.id][key]);
+      return isNumber(ours) && isNumber(theirs) && theirs > 0 ? `${fmt(ours / theirs)}×` : 'n/a';
+    });
+    lines.push(`| ${label} | ${[...values.map(fmt), ...ratios].join(' | ')} |`);
+  };
+  for (const [phase, label] of phases) row(label, (w) => w.phases_ms?.[phase]);
+  row('whole run', (w) => w.total_ms);
+  const checks = new Set(systems.map((s) => JSON.stringify(results[s.id][key].check)));
+  lines.push('', checks.size === 1 ? 'Every system computed the same result.' : '**The systems computed different results.**');
+  if (isNumber(mine?.fuel)) {
+    lines.push('', `codemode burned ${fmt(mine.fuel)} fuel on it, the same from run to run${fuelNote}.`);
+  }
+}
+
 function render(results) {
   const m = machine();
   const present = SYSTEMS.filter((s) => results[s.id]);
@@ -194,81 +223,40 @@ function render(results) {
     }
   }
 
-  const withData = present.filter((s) => results[s.id].data && typeof results[s.id].data === 'object');
-  if (withData.length > 0) {
-    lines.push('', '## Data workload', '');
-    lines.push(
+  phaseSection(lines, results, present, {
+    key: 'data',
+    title: 'Data workload',
+    intro:
       '`fixtures/workloads/data.js`: a `read_file` tool hands the program 50,000 generated rows ' +
-        '(about 7 MB of JSON, the same bytes for every system); the program parses them, aggregates ' +
-        'with `for…of`, filters, sorts and slices, and `JSON.stringify`s a projection, timing each ' +
-        'phase itself with `Date.now()`. The median of three runs by total; "×" columns divide ' +
-        "codemode's time by the peer's.",
-      '',
-    );
-    const phases = [
+      '(about 7 MB of JSON, the same bytes for every system); the program parses them, aggregates ' +
+      'with `for…of`, filters, sorts and slices, and `JSON.stringify`s a projection, timing each ' +
+      'phase itself with `Date.now()`.',
+    phases: [
       ['transfer', 'reply transfer'],
       ['parse', '`JSON.parse`'],
       ['aggregate', '`for…of` aggregate'],
       ['filterSort', 'filter + sort + slice'],
       ['stringify', '`JSON.stringify` projection'],
-    ];
-    const others = withData.filter((s) => s.id !== 'codemode');
-    const head = ['phase (ms)', ...withData.map((s) => s.title), ...others.map((s) => `codemode ÷ ${s.title}`)];
-    lines.push(`| ${head.join(' | ')} |`, `| ${head.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`);
-    const row = (label, pick) => {
-      const values = withData.map((s) => pick(results[s.id].data));
-      const mine = codemode?.data ? pick(codemode.data) : undefined;
-      const ratios = others.map((s) => {
-        const theirs = pick(results[s.id].data);
-        return isNumber(mine) && isNumber(theirs) && theirs > 0 ? `${fmt(mine / theirs)}×` : 'n/a';
-      });
-      lines.push(`| ${label} | ${[...values.map(fmt), ...ratios].join(' | ')} |`);
-    };
-    for (const [key, label] of phases) row(label, (d) => d.phases_ms?.[key]);
-    row('whole run', (d) => d.total_ms);
-    const checks = new Set(withData.map((s) => JSON.stringify(results[s.id].data.check)));
-    lines.push('', checks.size === 1 ? 'Every system computed the same result.' : '**The systems computed different results.**');
-    if (isNumber(codemode?.data?.fuel)) {
-      lines.push('', `codemode burned ${fmt(codemode.data.fuel)} fuel on it, the same from run to run (\`codemode bench --data-only\`).`);
-    }
-  }
-
-  const withCalls = present.filter((s) => results[s.id].calls && typeof results[s.id].calls === 'object');
-  if (withCalls.length > 0) {
-    lines.push('', '## Call-heavy workload', '');
-    lines.push(
+    ],
+    fuelNote: ' (`codemode bench --data-only`)',
+  });
+  phaseSection(lines, results, present, {
+    key: 'calls',
+    title: 'Call-heavy workload',
+    intro:
       '`fixtures/workloads/calls.js` (for pydantic-monty its Python translation, `calls.py`): 100,000 method calls that ' +
-        'each construct a class instance; function constructors and closures over 1,000 objects; a word count of 50,000 ' +
-        'words into a `Map`, a `Set` of them and a sort with a comparator; 20,000 string appends and a count into an ' +
-        "object read back with `for…in`; a memoised recursion. The program times its phases itself; the median of three " +
-        'runs by total; "×" columns divide codemode\'s time by the peer\'s.',
-      '',
-    );
-    const phases = [
+      'each construct a class instance; function constructors and closures over 1,000 objects; a word count of 50,000 ' +
+      'words into a `Map`, a `Set` of them and a sort with a comparator; 20,000 string appends and a count into an ' +
+      'object read back with `for…in`; a memoised recursion. The program times its phases itself.',
+    phases: [
       ['construct', 'class instances from methods'],
       ['closures', 'function constructors, closures'],
       ['collections', '`Map`, `Set`, sort with a comparator'],
       ['strings', 'string building, `for…in`'],
       ['recursion', 'memoised recursion'],
-    ];
-    const others = withCalls.filter((s) => s.id !== 'codemode');
-    const head = ['phase (ms)', ...withCalls.map((s) => s.title), ...others.map((s) => `codemode ÷ ${s.title}`)];
-    lines.push(`| ${head.join(' | ')} |`, `| ${head.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`);
-    const row = (label, pick) => {
-      const values = withCalls.map((s) => pick(results[s.id].calls));
-      const mine = codemode?.calls ? pick(codemode.calls) : undefined;
-      const ratios = others.map((s) => {
-        const theirs = pick(results[s.id].calls);
-        return isNumber(mine) && isNumber(theirs) && theirs > 0 ? `${fmt(mine / theirs)}×` : 'n/a';
-      });
-      lines.push(`| ${label} | ${[...values.map(fmt), ...ratios].join(' | ')} |`);
-    };
-    for (const [key, label] of phases) row(label, (c) => c.phases_ms?.[key]);
-    row('whole run', (c) => c.total_ms);
-    if (isNumber(codemode?.calls?.fuel)) {
-      lines.push('', `codemode burned ${fmt(codemode.calls.fuel)} fuel on it, the same from run to run.`);
-    }
-  }
+    ],
+    fuelNote: '',
+  });
 
   const durable = codemode?.durable;
   if (durable && typeof durable === 'object') {

@@ -125,8 +125,9 @@ fn path_text(expr: &Expr) -> Option<String> {
 }
 
 /// Finds the innermost node the failing position belongs to. With `guest/patches/boa_engine/`
-/// applied, every operation that can throw on `undefined` or `null` carries its own position,
-/// so a failure inside a node is never reported at the node's position: Boa places a failed
+/// applied, every operation that can throw on `undefined` or `null` carries its own position
+/// (but for the steps of a spread among a call's arguments, see `call`), so a failure inside a
+/// node is not reported at the node's position: Boa places a failed
 /// call at its `(` (a tagged template's call right after its tag), a failed `new` at `new`, a
 /// failed read at the property (in an optional chain too), a failed assignment at the
 /// assignment's start.
