@@ -20,11 +20,14 @@ use serde_json::Value;
 
 pub use serde_json::json;
 
+/// The repository's `fixtures/` directory.
+pub fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+}
+
 /// Every `.ts` file of `fixtures/<dir>`, sorted: its name without the extension, and its text.
 pub fn typescript_fixtures(dir: &str) -> Vec<(String, String)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures")
-        .join(dir);
+    let dir = fixtures().join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.expect("entry").path())

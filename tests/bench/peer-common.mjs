@@ -182,35 +182,26 @@ async function workload(run, program, expected, samples) {
   return median(times);
 }
 
-// The call-heavy workload, three runs: the run with the median total and its phases as the
-// program timed them.
-export const CALLS_PHASES = ['construct', 'closures', 'collections', 'strings', 'recursion'];
-async function callHeavy(run) {
+// A workload that times its own phases, three runs: the run with the median total, its phases
+// as the program timed them, and what it computed (`value.check`, which `valid` accepts).
+async function phased(run, name, program, options, valid) {
   const outcomes = [];
   for (let i = 0; i < 3; i++) {
-    const { value, wallMs } = await run(PROGRAMS.calls);
-    if (value?.check !== CALLS_EXPECTED) throw new Error(`the call-heavy workload returned ${JSON.stringify(value)}`);
-    outcomes.push({ phases: value.phases, wallMs });
-  }
-  outcomes.sort((a, b) => a.wallMs - b.wallMs);
-  return { total_ms: outcomes[1].wallMs, phases_ms: outcomes[1].phases, check: CALLS_EXPECTED };
-}
-
-// The data workload, three runs: the run with the median total, its phases as the program
-// timed them, and what it computed (every engine must compute the same).
-export const DATA_PHASES = ['transfer', 'parse', 'aggregate', 'filterSort', 'stringify'];
-async function data(run) {
-  const text = dataText();
-  const tools = { read_file: async () => text };
-  const outcomes = [];
-  for (let i = 0; i < 3; i++) {
-    const { value, wallMs } = await run(PROGRAMS.data, { tools });
-    if (!value || !value.phases) throw new Error(`the data workload returned ${JSON.stringify(value)}`);
+    const { value, wallMs } = await run(program, options);
+    if (!value?.phases || !valid(value.check)) throw new Error(`the ${name} workload returned ${JSON.stringify(value)}`);
     outcomes.push({ ...value, wallMs });
   }
   outcomes.sort((a, b) => a.wallMs - b.wallMs);
   const middle = outcomes[1];
   return { total_ms: middle.wallMs, phases_ms: middle.phases, check: middle.check };
+}
+
+const callHeavy = (run) => phased(run, 'call-heavy', PROGRAMS.calls, undefined, (check) => check === CALLS_EXPECTED);
+
+// Every engine must compute the same check; the report compares them.
+async function data(run) {
+  const text = dataText();
+  return phased(run, 'data', PROGRAMS.data, { tools: { read_file: async () => text } }, () => true);
 }
 
 // Every measured key of the report, taken in this order. `concurrency` is how many runs

@@ -1,16 +1,11 @@
 //! The `codemode` binary: exit codes, `--json`, the built-in tools and their root confinement.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use codemode_e2e::{
-    codemode_binary as binary, is_run_id, name_run_ids_run, output_with_stdin, temp_dir,
+    codemode_binary as binary, fixtures, is_run_id, name_run_ids_run, output_with_stdin, temp_dir,
 };
 use serde_json::{json, Value};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
-}
 
 fn run_with_stdin(args: &[&str], stdin: &str) -> Output {
     output_with_stdin(Command::new(binary()).args(args), stdin)
@@ -388,27 +383,23 @@ fn bench_prints_one_object_with_every_workload() {
     );
     let report = json_of(&out);
     for key in [
-        "fresh_run_p50_us",
-        "fresh_run_p99_us",
-        "sub_call_us",
-        "pipeline_sub_call_us",
-        "parallel_10x100ms_ms",
-        "runs_per_sec",
-        "rss_per_instance_mib",
-        "kill_latency_ms",
-        "fuel_per_ms",
-        "compute_ms",
-        "calls_ms",
-        "loop_ms",
+        "/fresh_run_p50_us",
+        "/fresh_run_p99_us",
+        "/sub_call_us",
+        "/pipeline_sub_call_us",
+        "/parallel_10x100ms_ms",
+        "/runs_per_sec",
+        "/rss_per_instance_mib",
+        "/kill_latency_ms",
+        "/fuel_per_ms",
+        "/compute_ms",
+        "/calls_ms",
+        "/loop_ms",
         "/calls/fuel",
         "/calls/phases_ms/construct",
         "/calls/phases_ms/recursion",
     ] {
-        let v = if key.starts_with('/') {
-            report.pointer(key)
-        } else {
-            report.get(key)
-        };
+        let v = report.pointer(key);
         assert!(
             v.and_then(Value::as_f64)
                 .is_some_and(|v| v.is_finite() && v >= 0.0),

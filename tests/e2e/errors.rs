@@ -12,10 +12,6 @@ use codemode_host::strip::strip_types;
 use codemode_runtime::code::{binding, BindingFn};
 use serde_json::Value;
 
-fn corpus() -> Vec<(String, String)> {
-    typescript_fixtures("errors")
-}
-
 /// The same tools `errors/run-node.mjs` gives Node.
 fn error_tools() -> Vec<(&'static str, BindingFn)> {
     let fixed = |value: Value| {
@@ -130,7 +126,7 @@ fn names_all(message: &str, names: &[String]) -> bool {
 
 #[tokio::test]
 async fn codemode_names_what_node_names_with_a_line() {
-    let programs = corpus();
+    let programs = typescript_fixtures("errors");
     assert!(
         programs.len() >= 40,
         "the corpus has {} programs",

@@ -5,17 +5,12 @@
 //! nothing may run; then `--no-preflight`, the completion value, and run-time argument errors
 //! placed at their call.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use codemode_e2e::*;
 use codemode_host::preflight::{self, Namespace};
 use codemode_runtime::tools::Schema;
 use serde_json::Value;
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
-}
 
 /// The `tools` namespace a program's `// tools:` line names.
 fn namespace_for(program: &str) -> Namespace {

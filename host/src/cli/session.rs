@@ -8,7 +8,7 @@ use std::sync::Arc;
 use codemode_host::builtins;
 use codemode_host::mcp::{self, Upstream, UpstreamSpec};
 use codemode_host::Durability;
-use codemode_runtime::run_code::prompt::sdk_tools;
+use codemode_runtime::run_code::prompt::{sdk_tools, SEARCH_TOOLS_NAME};
 use codemode_runtime::run_code::{self, Resumptions, RunCodeConfig, RunObserver};
 use codemode_runtime::tools::events::{self, EventSink, JsonlWriter};
 use codemode_runtime::tools::plugins::{policy::Policy, timeout};
@@ -117,7 +117,8 @@ impl ToolSession {
         for note in notes {
             tracing::warn!("{note}");
         }
-        let mut policy = Policy::new();
+        // An allow list names the tools; finding them under discovery stays possible.
+        let mut policy = Policy::new().exempt(SEARCH_TOOLS_NAME);
         for name in &args.deny {
             policy = policy.deny(name);
         }

@@ -90,6 +90,22 @@ impl Finder<'_, '_> {
             .map(Meaning::Namespace)
     }
 
+    /// A function (its own name, for an expression), entered as `enter_function` does.
+    fn function(&mut self, own: Option<&Atom>, function: &Function) {
+        let params: Vec<&Pat> = function.params.iter().map(|p| &p.pat).collect();
+        let body = function.body.as_ref().map_or(&[][..], |b| &b.stmts[..]);
+        self.enter_function(own, &params, body);
+    }
+
+    /// A loop over `right` binding the names its head declares, in a scope of their own.
+    fn for_head(&mut self, left: &ForHead, right: &Expr, body: &Stmt) {
+        self.scoped(head_names(left), |this| {
+            left.visit_with(this);
+            right.visit_with(this);
+            body.visit_with(this);
+        });
+    }
+
     /// A function's scope: its own name (for an expression), its parameters, and every `var`
     /// and function its body declares; then the body's block scope.
     fn enter_function(&mut self, own: Option<&Atom>, params: &[&Pat], body: &[Stmt]) {
@@ -286,8 +302,8 @@ fn pat_names(pat: &Pat, out: &mut Vec<Atom>) {
 /// scope, which only widens where the name counts as local).
 fn decl_names(decl: &Decl, out: &mut Vec<Atom>) {
     match decl {
-        Decl::Var(var) if !var.declare => var.decls.iter().for_each(|d| pat_names(&d.name, out)),
-        Decl::Using(using) => using.decls.iter().for_each(|d| pat_names(&d.name, out)),
+        Decl::Var(var) if !var.declare => declarators_names(&var.decls, out),
+        Decl::Using(using) => declarators_names(&using.decls, out),
         Decl::Fn(f) if !f.declare => out.push(f.ident.sym.clone()),
         Decl::Class(c) if !c.declare => out.push(c.ident.sym.clone()),
         _ => {}
@@ -301,7 +317,7 @@ struct Hoisted<'a>(&'a mut Vec<Atom>);
 impl Visit for Hoisted<'_> {
     fn visit_var_decl(&mut self, node: &VarDecl) {
         if node.kind == VarDeclKind::Var && !node.declare {
-            node.decls.iter().for_each(|d| pat_names(&d.name, self.0));
+            declarators_names(&node.decls, self.0);
         }
     }
     fn visit_fn_decl(&mut self, node: &FnDecl) {
@@ -317,20 +333,12 @@ impl Visit for Hoisted<'_> {
 
 impl Visit for Finder<'_, '_> {
     fn visit_function(&mut self, node: &Function) {
-        let params: Vec<&Pat> = node.params.iter().map(|p| &p.pat).collect();
-        let body = node.body.as_ref().map_or(&[][..], |b| &b.stmts[..]);
-        self.enter_function(None, &params, body);
+        self.function(None, node);
     }
 
     fn visit_fn_expr(&mut self, node: &FnExpr) {
         let own = node.ident.as_ref().map(|i| i.sym.clone());
-        let params: Vec<&Pat> = node.function.params.iter().map(|p| &p.pat).collect();
-        let body = node
-            .function
-            .body
-            .as_ref()
-            .map_or(&[][..], |b| &b.stmts[..]);
-        self.enter_function(own.as_ref(), &params, body);
+        self.function(own.as_ref(), &node.function);
     }
 
     fn visit_arrow_expr(&mut self, node: &ArrowExpr) {
@@ -373,9 +381,7 @@ impl Visit for Finder<'_, '_> {
     fn visit_for_stmt(&mut self, node: &ForStmt) {
         let mut names = Vec::new();
         if let Some(VarDeclOrExpr::VarDecl(var)) = &node.init {
-            var.decls
-                .iter()
-                .for_each(|d| pat_names(&d.name, &mut names));
+            declarators_names(&var.decls, &mut names);
         }
         self.scoped(names, |this| {
             node.init.visit_with(this);
@@ -386,21 +392,11 @@ impl Visit for Finder<'_, '_> {
     }
 
     fn visit_for_in_stmt(&mut self, node: &ForInStmt) {
-        let names = head_names(&node.left);
-        self.scoped(names, |this| {
-            node.left.visit_with(this);
-            node.right.visit_with(this);
-            node.body.visit_with(this);
-        });
+        self.for_head(&node.left, &node.right, &node.body);
     }
 
     fn visit_for_of_stmt(&mut self, node: &ForOfStmt) {
-        let names = head_names(&node.left);
-        self.scoped(names, |this| {
-            node.left.visit_with(this);
-            node.right.visit_with(this);
-            node.body.visit_with(this);
-        });
+        self.for_head(&node.left, &node.right, &node.body);
     }
 
     fn visit_with_stmt(&mut self, node: &WithStmt) {
@@ -448,17 +444,16 @@ impl Visit for Finder<'_, '_> {
     }
 }
 
+/// The names the declarators bind.
+fn declarators_names(declarators: &[VarDeclarator], out: &mut Vec<Atom>) {
+    declarators.iter().for_each(|d| pat_names(&d.name, out));
+}
+
 fn head_names(head: &ForHead) -> Vec<Atom> {
     let mut names = Vec::new();
     match head {
-        ForHead::VarDecl(var) => var
-            .decls
-            .iter()
-            .for_each(|d| pat_names(&d.name, &mut names)),
-        ForHead::UsingDecl(using) => using
-            .decls
-            .iter()
-            .for_each(|d| pat_names(&d.name, &mut names)),
+        ForHead::VarDecl(var) => declarators_names(&var.decls, &mut names),
+        ForHead::UsingDecl(using) => declarators_names(&using.decls, &mut names),
         ForHead::Pat(_) => {}
     }
     names

@@ -477,13 +477,14 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let first_run = cold.elapsed();
 
     let mut totals = Vec::with_capacity(args.runs);
-    let (mut strip, mut read, mut instantiate) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let (mut strip, mut preflight, mut instantiate) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut fresh_fuel = 0;
     for _ in 0..args.runs.max(1) {
         let m = measured(&rt, "return 1", vec![]).await?;
         totals.push(m.total);
         strip += m.strip;
-        read += m.preflight;
+        preflight += m.preflight;
         instantiate += m.instantiate;
         fresh_fuel = m.fuel_consumed;
     }
@@ -492,10 +493,10 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let p50 = percentile(&totals, 0.5);
     let p99 = percentile(&totals, 0.99);
     let strip_avg = strip / n;
-    let read_avg = read / n;
+    let preflight_avg = preflight / n;
     let instantiate_avg = instantiate / n;
     let mean_total = totals.iter().sum::<Duration>() / n;
-    let eval_avg = mean_total.saturating_sub(strip_avg + read_avg + instantiate_avg);
+    let eval_avg = mean_total.saturating_sub(strip_avg + preflight_avg + instantiate_avg);
 
     // Per-call overhead: 1,000 sequential awaited echo calls, minus an empty run.
     let calls = 1_000u32;
@@ -528,7 +529,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     // The compute-heavy workload every peer runs too (fixtures/workloads/compute.js).
     let (compute, compute_fuel, _) = workload_median(&rt, &COMPUTE).await?;
     let fuel_per_ms = compute_fuel as f64 / ms(compute).max(1e-9);
-    let (calls, calls_fuel, calls_value) = workload_median(&rt, &CALLS).await?;
+    let (call_heavy, call_heavy_fuel, call_heavy_value) = workload_median(&rt, &CALLS).await?;
     let (counting, counting_fuel, _) = workload_median(&rt, &LOOP).await?;
 
     // Throughput: trivial runs on every worker thread for one second.
@@ -628,7 +629,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "fresh_run_p99_us": us(p99),
         "fresh_run_split_us": {
             "strip": us(strip_avg),
-            "preflight": us(read_avg),
+            "preflight": us(preflight_avg),
             "instantiate": us(instantiate_avg),
             "eval": us(eval_avg),
         },
@@ -651,12 +652,12 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "durable": durable,
         "data": data,
         "compute_ms": ms(compute),
-        "calls_ms": ms(calls),
+        "calls_ms": ms(call_heavy),
         "calls": {
-            "total_ms": ms(calls),
-            "phases_ms": calls_value.get("phases"),
-            "fuel": calls_fuel,
-            "check": CALLS.result,
+            "total_ms": ms(call_heavy),
+            "phases_ms": call_heavy_value.get("phases"),
+            "fuel": call_heavy_fuel,
+            "check": call_heavy_value.get("check"),
         },
         "loop_ms": ms(counting),
         "loop_fuel": counting_fuel,

@@ -9,7 +9,6 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::run_code::prompt::SEARCH_TOOLS_NAME;
 use crate::tools::hooks::PreDecision;
 use crate::tools::registry::{RegistrationGuard, Registry};
 use crate::tools::RUN_CODE_NAME;
@@ -20,6 +19,7 @@ pub struct Policy {
     deny: BTreeSet<String>,
     allow: Option<BTreeSet<String>>,
     ask: BTreeSet<String>,
+    exempt: BTreeSet<String>,
 }
 
 impl Policy {
@@ -39,6 +39,13 @@ impl Policy {
         self.allow
             .get_or_insert_with(BTreeSet::new)
             .insert(name.into());
+        self
+    }
+
+    /// Keeps `name` callable under an allow list that does not name it (a deny still wins):
+    /// for a tool the host offers beside the listed ones, such as a search over them.
+    pub fn exempt(mut self, name: impl Into<String>) -> Self {
+        self.exempt.insert(name.into());
         self
     }
 
@@ -72,8 +79,7 @@ impl Policy {
             return Some(format!("tool \"{name}\" is denied by policy"));
         }
         match &self.allow {
-            // An allow list names the tools; finding them stays possible.
-            Some(allowed) if !allowed.contains(name) && name != SEARCH_TOOLS_NAME => {
+            Some(allowed) if !allowed.contains(name) && !self.exempt.contains(name) => {
                 let listed: Vec<&str> = allowed.iter().map(String::as_str).collect();
                 Some(format!(
                     "tool \"{name}\" is not in the allowed set ({})",
