@@ -357,9 +357,9 @@ impl WasmCodeRuntime {
         // the run's abort or its wall clock like any other wait.
         let stripped = tokio::select! {
             biased;
-            stripped = strip_types_then(&request.program, move |program| {
+            stripped = strip_types_then(&request.program, move |source| {
                 let reading = Instant::now();
-                (analyse(program, checked), reading.elapsed())
+                (analyse(source, checked), reading.elapsed())
             }).instrument(tracing::info_span!("strip")) => stripped,
             reason = control.aborted() => {
                 return Ok(run::failure_before_start(RunFailure::new(FailureKind::Abort, reason), budgets));
@@ -509,7 +509,9 @@ impl WasmCodeRuntime {
         // when there is a position to move back.
         if result.error.as_ref().is_some_and(|e| e.line.is_some()) {
             let completion = crate::strip::with_parser_stack(&program, |program| {
-                Source::parse(program).and_then(|source| Completion::of(&source))
+                Source::parse(program)
+                    .ok()
+                    .and_then(|source| Completion::of(&source))
             })
             .await
             .flatten();
@@ -522,19 +524,16 @@ impl WasmCodeRuntime {
     }
 }
 
-/// Reads the program once more, after it stripped cleanly: the problems preflight finds in
-/// its calls (with `namespaces` to check against) and where its completion value is.
+/// Reads the program the stripper parsed: the problems preflight finds in its calls (with
+/// `namespaces` to check against) and where its completion value is.
 fn analyse(
-    program: &str,
+    source: &Source,
     namespaces: Option<Arc<preflight::Namespaces>>,
 ) -> (Vec<preflight::Problem>, Option<Completion>) {
-    let Some(source) = Source::parse(program) else {
-        return (Vec::new(), None);
-    };
     let problems = namespaces
-        .map(|namespaces| preflight::check_source(&source, &namespaces))
+        .map(|namespaces| preflight::check_source(source, &namespaces))
         .unwrap_or_default();
-    (problems, Completion::of(&source))
+    (problems, Completion::of(source))
 }
 
 /// The answers by the guest's call ids; every one must name a distinct pending call.

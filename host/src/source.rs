@@ -1,15 +1,24 @@
 //! The program as swc parses it: the body of the async function it runs as, with a way from
-//! spans back to the lines and columns the model wrote. Parsed again after stripping, for
-//! the checks before a run (`preflight`, the completion value) and for explaining a failure.
+//! spans back to the lines and columns the model wrote. One parse serves stripping (`strip`),
+//! the checks before a run (`preflight`, the completion value); a failed run's explanation
+//! parses the program again.
 
-use swc_common::{BytePos, Span};
+use swc_common::{BytePos, Span, Spanned};
 use swc_ecma_ast::{Decl, Stmt};
 use swc_ecma_parser::{Parser, StringInput, Syntax, TsSyntax};
 
 use crate::strip::{PREFIX, SUFFIX};
 
 /// Spans start at 1: swc treats position 0 as "no position".
-const BASE: u32 = 1;
+pub(crate) const BASE: u32 = 1;
+
+/// Why a program does not parse, in swc's words, and where (a byte offset in the wrapped
+/// text, when swc says).
+#[derive(Debug, Clone)]
+pub(crate) struct SyntaxError {
+    pub message: String,
+    pub at: Option<usize>,
+}
 
 /// A parsed program: its statements and the wrapped text their spans index.
 pub(crate) struct Source {
@@ -22,25 +31,47 @@ pub(crate) struct Source {
 }
 
 impl Source {
-    /// Parses `program` as a function body; `None` when it does not parse (the stripper has
-    /// already refused such a program with swc's own words).
-    pub(crate) fn parse(program: &str) -> Option<Self> {
+    /// Parses `program` as a function body. Any error swc reports refuses it, also one it
+    /// could recover from: the first is returned.
+    pub(crate) fn parse(program: &str) -> Result<Self, SyntaxError> {
         let wrapped = format!("{PREFIX}{program}{SUFFIX}");
-        let end = BytePos(BASE + u32::try_from(wrapped.len()).ok()?);
+        let too_long = || SyntaxError {
+            message: "program is too long to parse".into(),
+            at: None,
+        };
+        let end = BytePos(BASE + u32::try_from(wrapped.len()).map_err(|_| too_long())?);
         let input = StringInput::new(&wrapped, BytePos(BASE), end);
         let syntax = Syntax::Typescript(TsSyntax::default());
         let mut parser = Parser::new(syntax, input, None);
-        let script = parser.parse_script().ok()?;
-        let body = script.body.into_iter().find_map(|stmt| match stmt {
-            Stmt::Decl(Decl::Fn(f)) => f.function.body.map(|b| b.stmts),
-            _ => None,
-        })?;
+        let parsed = parser.parse_script();
+        let mut errors = parser.take_errors();
+        let script = match parsed {
+            Ok(script) if errors.is_empty() => script,
+            Ok(_) => return Err(syntax_error(errors.swap_remove(0))),
+            Err(error) => return Err(syntax_error(error)),
+        };
+        let body = script
+            .body
+            .into_iter()
+            .find_map(|stmt| match stmt {
+                Stmt::Decl(Decl::Fn(f)) => f.function.body.map(|b| b.stmts),
+                _ => None,
+            })
+            .ok_or_else(|| SyntaxError {
+                message: "the program does not parse as a function body".into(),
+                at: None,
+            })?;
         let starts = line_starts(program_of(&wrapped));
-        Some(Self {
+        Ok(Self {
             wrapped,
             body,
             starts,
         })
+    }
+
+    /// The wrapped text the spans index (from [`BASE`]).
+    pub(crate) fn wrapped(&self) -> &str {
+        &self.wrapped
     }
 
     /// The program as written.
@@ -102,6 +133,14 @@ pub(crate) fn offset_in(text: &str, starts: &[usize], line: u32, column: u32) ->
         .nth(column as usize - 1)
         .map(|(i, _)| i)?;
     Some(start + within)
+}
+
+fn syntax_error(error: swc_ecma_parser::error::Error) -> SyntaxError {
+    let at = error.span().lo.0.checked_sub(BASE).map(|at| at as usize);
+    SyntaxError {
+        message: error.kind().msg().into_owned(),
+        at,
+    }
 }
 
 fn program_of(wrapped: &str) -> &str {

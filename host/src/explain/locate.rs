@@ -47,7 +47,7 @@ impl std::ops::Deref for Located {
 
 impl Located {
     pub(super) fn parse(program: &str) -> Option<Self> {
-        Source::parse(program).map(Self)
+        Source::parse(program).ok().map(Self)
     }
 
     /// What the failing position `offset` (in the wrapped text) may point at, innermost first:

@@ -9,6 +9,8 @@
 //! narrow, so they are ignored; `anyOf`/`oneOf` count only for their branches' types).
 //! Messages use the run-time validator's words.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 use swc_common::{Span, Spanned};
 use swc_ecma_ast::{ArrayLit, Expr, Lit, ObjectLit, Prop, PropOrSpread, UnaryOp};
@@ -29,12 +31,39 @@ const MAX_DEPTH: usize = 64;
 
 /// Checks `expr`, the whole argument, against `schema`.
 pub(super) fn check(expr: &Expr, schema: &Value, out: &mut Vec<Finding>) {
-    Checker { out }.value(expr, schema, "", 0);
+    Checker { out }.value(expr, schema, Path::Arguments, 0);
+}
+
+/// A place in the arguments, written out only when a message names it.
+#[derive(Clone, Copy)]
+enum Path<'p> {
+    Arguments,
+    Key(&'p Path<'p>, &'p str),
+    Index(&'p Path<'p>, usize),
+}
+
+impl Path<'_> {
+    /// The validator's name for the place, quoted: `"arguments"`, `"a.b[0]"`.
+    fn quoted(&self) -> String {
+        format!("\"{}\"", diagnostic_path(&self.written()))
+    }
+
+    fn written(&self) -> String {
+        match self {
+            Self::Arguments => String::new(),
+            Self::Key(parent, key) => {
+                let mut path = parent.written();
+                push_property(&mut path, key);
+                path
+            }
+            Self::Index(parent, index) => format!("{}[{index}]", parent.written()),
+        }
+    }
 }
 
 /// What a literal is, as JSON will see it.
 enum Shape<'a> {
-    Str(String),
+    Str(Cow<'a, str>),
     Num(f64),
     Bool(bool),
     Null,
@@ -156,7 +185,7 @@ fn allowed(node: &Map<String, Value>) -> Option<Types> {
 /// `===` between a scalar literal and a JSON value.
 fn equals(shape: &Shape<'_>, value: &Value) -> Option<bool> {
     Some(match shape {
-        Shape::Str(s) => value.as_str() == Some(s.as_str()),
+        Shape::Str(s) => value.as_str() == Some(&**s),
         Shape::Num(n) => value.as_f64() == Some(*n),
         Shape::Bool(b) => value.as_bool() == Some(*b),
         Shape::Null => value.is_null(),
@@ -168,23 +197,12 @@ struct Checker<'o> {
     out: &'o mut Vec<Finding>,
 }
 
-/// The validator's name for a place in the arguments.
-fn quoted(path: &str) -> String {
-    format!("\"{}\"", diagnostic_path(path))
-}
-
-fn child(path: &str, key: &str) -> String {
-    let mut path = path.to_owned();
-    push_property(&mut path, key);
-    path
-}
-
 impl Checker<'_> {
     fn report(&mut self, span: Span, message: String) {
         self.out.push(Finding { span, message });
     }
 
-    fn value(&mut self, expr: &Expr, schema: &Value, path: &str, depth: usize) {
+    fn value(&mut self, expr: &Expr, schema: &Value, path: Path<'_>, depth: usize) {
         let Some(node) = schema.as_object() else {
             return;
         };
@@ -197,30 +215,36 @@ impl Checker<'_> {
         let span = unwrap(expr).span();
         if let Some(types) = allowed(node) {
             if !types.accepts(&shape) {
-                let message = format!("{} must be {}", quoted(path), types.describe());
+                let message = format!("{} must be {}", path.quoted(), types.describe());
                 return self.report(span, message);
             }
         }
         if let Some(list @ Value::Array(entries)) = node.get("enum") {
             if !entries.is_empty() && entries.iter().all(|e| equals(&shape, e) == Some(false)) {
-                let message = format!("{} must be one of {}", quoted(path), compact(list));
+                let message = format!("{} must be one of {}", path.quoted(), compact(list));
                 return self.report(span, message);
             }
         }
         if let Some(constant) = node.get("const") {
             if equals(&shape, constant) == Some(false) {
-                let message = format!("{} must be {}", quoted(path), compact(constant));
+                let message = format!("{} must be {}", path.quoted(), compact(constant));
                 return self.report(span, message);
             }
         }
         match shape {
-            Shape::Object(object) => self.object(object, node, path, depth),
-            Shape::Array(array) => self.array(array, node, path, depth),
+            Shape::Object(object) => self.object(object, node, &path, depth),
+            Shape::Array(array) => self.array(array, node, &path, depth),
             _ => {}
         }
     }
 
-    fn array(&mut self, array: &ArrayLit, node: &Map<String, Value>, path: &str, depth: usize) {
+    fn array(
+        &mut self,
+        array: &ArrayLit,
+        node: &Map<String, Value>,
+        path: &Path<'_>,
+        depth: usize,
+    ) {
         let Some(items @ Value::Object(_)) = node.get("items") else {
             return;
         };
@@ -233,14 +257,20 @@ impl Checker<'_> {
                 // Later elements' indexes are no longer known.
                 return;
             }
-            self.value(&element.expr, items, &format!("{path}[{index}]"), depth + 1);
+            self.value(&element.expr, items, Path::Index(path, index), depth + 1);
         }
     }
 
-    fn object(&mut self, object: &ObjectLit, node: &Map<String, Value>, path: &str, depth: usize) {
+    fn object(
+        &mut self,
+        object: &ObjectLit,
+        node: &Map<String, Value>,
+        path: &Path<'_>,
+        depth: usize,
+    ) {
         let declared = node.get("properties").and_then(Value::as_object);
         // Keys written, with where and what; `complete` stays true while every key is known.
-        let mut written: Vec<(String, Span, Option<&Expr>)> = Vec::new();
+        let mut written: Vec<(Cow<'_, str>, Span, Option<&Expr>)> = Vec::new();
         let mut complete = true;
         for prop in &object.props {
             let PropOrSpread::Prop(prop) = prop else {
@@ -249,7 +279,7 @@ impl Checker<'_> {
             };
             let (key, span, value) = match &**prop {
                 Prop::KeyValue(kv) => (prop_name(&kv.key), kv.key.span(), Some(&*kv.value)),
-                Prop::Shorthand(id) => (Some(id.sym.to_string()), id.span, None),
+                Prop::Shorthand(id) => (Some(Cow::Borrowed(&*id.sym)), id.span, None),
                 Prop::Method(m) => (prop_name(&m.key), m.key.span(), None),
                 Prop::Getter(g) => (prop_name(&g.key), g.key.span(), None),
                 Prop::Setter(s) => (prop_name(&s.key), s.key.span(), None),
@@ -267,20 +297,25 @@ impl Checker<'_> {
             || node
                 .get("additionalProperties")
                 .is_some_and(|a| a.is_object() || a == &Value::Bool(true));
-        let names: Vec<String> = declared
-            .map(|d| d.keys().filter(|k| !has(k)).cloned().collect())
-            .unwrap_or_default();
+        // The declared keys not written, the candidates for a misspelling: listed only when a
+        // key is not declared (most arguments have none).
+        let mut unwritten: Option<Vec<String>> = None;
         // Keys a misspelling stands for: not reported missing as well.
         let mut meant: Vec<String> = Vec::new();
         for (key, span, _) in &written {
-            if declared.is_some_and(|d| d.contains_key(key)) {
+            if declared.is_some_and(|d| d.contains_key(&**key)) {
                 continue;
             }
+            let names = unwritten.get_or_insert_with(|| {
+                declared
+                    .map(|d| d.keys().filter(|k| !has(k)).cloned().collect())
+                    .unwrap_or_default()
+            });
             if closed {
-                let near = nearest::nearest(key, &names, 1);
+                let near = nearest::nearest(key, names, 1);
                 let mut message = format!(
                     "{} is not a declared property (additionalProperties: false)",
-                    quoted(&child(path, key))
+                    Path::Key(path, key).quoted()
                 );
                 if let Some(near) = near.first() {
                     message.push_str(&format!("; did you mean \"{near}\"?"));
@@ -288,10 +323,10 @@ impl Checker<'_> {
                 }
                 self.report(*span, message);
             } else if !open_to_anything {
-                if let Some(near) = misspelled(key, &names) {
+                if let Some(near) = misspelled(key, names) {
                     let message = format!(
                         "{} is not declared; did you mean \"{near}\"?",
-                        quoted(&child(path, key))
+                        Path::Key(path, key).quoted()
                     );
                     meant.push(near.to_owned());
                     self.report(*span, message);
@@ -302,8 +337,10 @@ impl Checker<'_> {
             let required = node.get("required").and_then(Value::as_array);
             for key in required.into_iter().flatten().filter_map(Value::as_str) {
                 if !has(key) && !meant.iter().any(|m| m == key) {
-                    let message =
-                        format!("missing required property {}", quoted(&child(path, key)));
+                    let message = format!(
+                        "missing required property {}",
+                        Path::Key(path, key).quoted()
+                    );
                     self.report(object.span, message);
                 }
             }
@@ -312,8 +349,8 @@ impl Checker<'_> {
             return;
         };
         for (key, _, value) in &written {
-            if let (Some(schema), Some(value)) = (declared.get(key), value) {
-                self.value(value, schema, &child(path, key), depth + 1);
+            if let (Some(schema), Some(value)) = (declared.get(&**key), value) {
+                self.value(value, schema, Path::Key(path, key), depth + 1);
             }
         }
     }

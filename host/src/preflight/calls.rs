@@ -5,6 +5,8 @@
 //! shadows the namespace and its calls are left alone; so is everything inside `with`, and the
 //! whole program when it assigns to a namespace's name or calls `eval`.
 
+use std::borrow::Cow;
+
 use swc_atoms::Atom;
 use swc_common::{Span, Spanned};
 use swc_ecma_ast::{
@@ -21,7 +23,7 @@ pub(super) struct Call<'a> {
     /// Index of the namespace in the list [`find`] was given.
     pub namespace: usize,
     /// The member called.
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// Where the member's name is written (the property, the string, or the alias called).
     pub name_span: Span,
     /// The arguments as written.
@@ -175,7 +177,10 @@ impl Finder<'_, '_> {
                         }
                         ObjectPatProp::KeyValue(kv) => {
                             if let (Some(key), Pat::Ident(id)) = (prop_name(&kv.key), &*kv.value) {
-                                scope.push((id.id.sym.clone(), Meaning::Member(ns, key)));
+                                scope.push((
+                                    id.id.sym.clone(),
+                                    Meaning::Member(ns, key.into_owned()),
+                                ));
                             }
                         }
                         _ => {}
@@ -195,11 +200,11 @@ impl Finder<'_, '_> {
     }
 
     /// The member a callee names: `ns.name`, `ns["name"]`, or a destructured binding.
-    fn member(&self, callee: &Expr) -> Option<(usize, String, Span)> {
+    fn member<'e>(&self, callee: &'e Expr) -> Option<(usize, Cow<'e, str>, Span)> {
         match unwrap(callee) {
             Expr::Member(member) => self.namespace_member(member),
             Expr::Ident(id) => match self.resolve(&id.sym)? {
-                Meaning::Member(ns, name) => Some((ns, name, id.span)),
+                Meaning::Member(ns, name) => Some((ns, Cow::Owned(name), id.span)),
                 _ => None,
             },
             Expr::OptChain(OptChainExpr { base, .. }) => match &**base {
@@ -210,12 +215,12 @@ impl Finder<'_, '_> {
         }
     }
 
-    fn namespace_member(&self, member: &MemberExpr) -> Option<(usize, String, Span)> {
+    fn namespace_member<'e>(&self, member: &'e MemberExpr) -> Option<(usize, Cow<'e, str>, Span)> {
         let Some(Meaning::Namespace(ns)) = self.meaning_of(&member.obj) else {
             return None;
         };
         let (name, span) = match &member.prop {
-            MemberProp::Ident(id) => (id.sym.to_string(), id.span),
+            MemberProp::Ident(id) => (Cow::Borrowed(&*id.sym), id.span),
             MemberProp::Computed(computed) => {
                 (static_string(&computed.expr)?, computed.expr.span())
             }
@@ -224,7 +229,7 @@ impl Finder<'_, '_> {
         Some((ns, name, span))
     }
 
-    fn call(&mut self, callee: &Expr, args: &[ExprOrSpread], optional: bool) {
+    fn call<'e>(&mut self, callee: &'e Expr, args: &'e [ExprOrSpread], optional: bool) {
         if let Some((namespace, name, name_span)) = self.member(callee) {
             (self.visit)(Call {
                 namespace,
@@ -253,25 +258,22 @@ pub(super) fn unwrap(mut expr: &Expr) -> &Expr {
 }
 
 /// A string the expression always is: a string literal or a template without substitutions.
-pub(super) fn static_string(expr: &Expr) -> Option<String> {
+pub(super) fn static_string(expr: &Expr) -> Option<Cow<'_, str>> {
     match unwrap(expr) {
-        Expr::Lit(Lit::Str(s)) => Some(s.value.to_string_lossy().into_owned()),
+        Expr::Lit(Lit::Str(s)) => Some(s.value.to_string_lossy()),
         Expr::Tpl(tpl) if tpl.exprs.is_empty() => {
             let quasi = tpl.quasis.first()?;
-            quasi
-                .cooked
-                .as_ref()
-                .map(|c| c.to_string_lossy().into_owned())
+            quasi.cooked.as_ref().map(|c| c.to_string_lossy())
         }
         _ => None,
     }
 }
 
 /// A property key known without running anything.
-pub(super) fn prop_name(key: &PropName) -> Option<String> {
+pub(super) fn prop_name(key: &PropName) -> Option<Cow<'_, str>> {
     match key {
-        PropName::Ident(id) => Some(id.sym.to_string()),
-        PropName::Str(s) => Some(s.value.to_string_lossy().into_owned()),
+        PropName::Ident(id) => Some(Cow::Borrowed(&*id.sym)),
+        PropName::Str(s) => Some(s.value.to_string_lossy()),
         PropName::Computed(c) => static_string(&c.expr),
         // A number key's string form is JavaScript's, which the JSON writer also uses; not
         // worth reproducing for keys no schema declares.

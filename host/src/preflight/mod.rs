@@ -75,7 +75,7 @@ pub struct Parsed(Source);
 
 /// Parses `program` as the function body it runs as; `None` if it does not parse.
 pub fn parse(program: &str) -> Option<Parsed> {
-    Source::parse(program).map(Parsed)
+    Source::parse(program).ok().map(Parsed)
 }
 
 /// [`check`] of a program already parsed.
@@ -90,7 +90,7 @@ pub(crate) fn check_source(source: &Source, namespaces: &[Namespace]) -> Vec<Pro
         let Some(ns) = namespaces.get(call.namespace) else {
             return;
         };
-        let known = ns.members.contains(&call.name);
+        let known = ns.members.iter().any(|m| *m == call.name);
         if !known {
             if !call.optional {
                 let message = crate::explain::describe_unknown(&ns.global, &call.name, &ns.members);
@@ -102,7 +102,7 @@ pub(crate) fn check_source(source: &Source, namespaces: &[Namespace]) -> Vec<Pro
             let message = format!(
                 "{}: called without an argument; it takes one object{}",
                 call.name,
-                needs(ns.schemas.get(&call.name).map(Schema::json))
+                needs(ns.schemas.get(&*call.name).map(Schema::json))
             );
             found.push((call.namespace, call.name_span, message));
             return;
@@ -110,7 +110,7 @@ pub(crate) fn check_source(source: &Source, namespaces: &[Namespace]) -> Vec<Pro
         if first.spread.is_some() {
             return;
         }
-        let Some(schema) = ns.schemas.get(&call.name) else {
+        let Some(schema) = ns.schemas.get(&*call.name) else {
             return;
         };
         let mut findings = Vec::new();

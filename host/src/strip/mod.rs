@@ -1,20 +1,17 @@
-//! TypeScript to JavaScript by erasing types (swc's strip-only mode), positions preserved.
+//! TypeScript to JavaScript by erasing types, positions preserved.
 //!
-//! The program is the *body* of an async function, so it is wrapped in one before stripping
+//! The program is the *body* of an async function, so it is wrapped in one before parsing
 //! (top-level `return` and `await` would not parse otherwise) and the wrapper is sliced back off.
-//! Types become spaces, so every line and column of the output is the line and column the model
-//! wrote. Syntax that needs code generation (`enum`, runtime `namespace`, parameter properties,
-//! `import =`, legacy `<T>x` casts, decorators) is refused with its position, before any sandbox
-//! is created.
+//! swc parses it once (`source.rs`); `erase` turns every character of a type into a space, so
+//! every line and column of the output is the line and column the model wrote, and the same
+//! parse then serves the checks before the run. Syntax that needs code generation (`enum`, a
+//! `namespace` with values, parameter properties, `<T>x` casts) is refused with its position,
+//! and so are decorators (swc does not parse them here), before any sandbox is created.
 
+mod erase;
 mod scan;
 
-use std::sync::{Arc, Mutex};
-
-use swc_common::errors::{DiagnosticBuilder, Emitter, Handler};
-use swc_common::sync::Lrc;
-use swc_common::{SourceMap, GLOBALS};
-use swc_ts_fast_strip::{operate, Mode, Options};
+use crate::source::{Source, SyntaxError, BASE};
 
 /// The function the program is the body of, for every parse of it (the stripper's and
 /// `explain`'s), so that top-level `return` and `await` parse.
@@ -30,21 +27,6 @@ pub struct StripError {
     pub line: u32,
     /// 1-based, in characters (0 when unknown).
     pub column: u32,
-}
-
-/// One diagnostic: its message and where it points.
-type Diagnostic = (String, Option<swc_common::Span>);
-
-#[derive(Clone, Default)]
-struct Collected(Arc<Mutex<Vec<Diagnostic>>>);
-
-impl Emitter for Collected {
-    fn emit(&mut self, db: &mut DiagnosticBuilder<'_>) {
-        let entry = (db.message(), db.span.primary_span());
-        if let Ok(mut list) = self.0.lock() {
-            list.push(entry);
-        }
-    }
 }
 
 /// Programs nested deeper than this (brackets, braces, parentheses) are refused before parsing.
@@ -171,38 +153,6 @@ async fn on_parser_stack<T: Send + 'static>(
     receiver.await.ok()
 }
 
-/// swc erases a type with one space per UTF-16 unit, so a character outside the Basic
-/// Multilingual Plane in a type (an emoji in a string literal type) becomes two spaces. Boa
-/// counts columns in characters: each such pair is made one space again, so that every column
-/// after it is still the one the model wrote. Text swc kept is never touched; if the two texts
-/// do not line up as expected, the stripped text is returned as it is.
-fn one_space_per_character(program: &str, stripped: String) -> String {
-    if !program.chars().any(|c| c.len_utf16() == 2) {
-        return stripped;
-    }
-    let out: Vec<char> = stripped.chars().collect();
-    let mut fixed = String::with_capacity(stripped.len());
-    let mut at = 0;
-    for c in program.chars() {
-        let Some(&o) = out.get(at) else {
-            return stripped;
-        };
-        if o == c {
-            at += 1;
-        } else if c.len_utf16() == 2 && o == ' ' && out.get(at + 1) == Some(&' ') {
-            at += 2;
-        } else {
-            at += 1;
-        }
-        fixed.push(if o == c { c } else { o });
-    }
-    if at == out.len() {
-        fixed
-    } else {
-        stripped
-    }
-}
-
 fn parser_failed() -> StripError {
     refusal("the TypeScript parser could not run for this program".into())
 }
@@ -234,106 +184,76 @@ pub async fn strip_types_async(program: &str) -> Result<String, StripError> {
         .map(|(stripped, ())| stripped)
 }
 
-/// [`strip_types_async`], then `then` on the program as written (a second walk with swc),
-/// in the same trip to a parser stack; `then` runs only when stripping succeeded.
+/// [`strip_types_async`], then `then` on the parsed program (a walk of swc's tree), in the
+/// same trip to a parser stack; `then` runs only when stripping succeeded.
 pub(crate) async fn strip_types_then<T: Send + 'static>(
     program: &str,
-    then: impl FnOnce(&str) -> T + Send + 'static,
+    then: impl FnOnce(&Source) -> T + Send + 'static,
 ) -> Result<(String, T), StripError> {
     let inline = matches!(plan(program)?, Plan::Inline);
     on_parser_stack(program, inline, move |program| {
-        strip_inline(program).map(|stripped| (stripped, then(program)))
+        parse_and_erase(program).map(|(stripped, source)| (stripped, then(&source)))
     })
     .await
     .unwrap_or_else(|| Err(parser_failed()))
 }
 
 fn strip_inline(program: &str) -> Result<String, StripError> {
-    let wrapped = format!("{PREFIX}{program}{SUFFIX}");
-    let cm: Lrc<SourceMap> = Default::default();
-    let collected = Collected::default();
-    let handler = Handler::with_emitter(false, false, Box::new(collected.clone()));
-    let options = Options {
-        module: Some(false),
-        filename: Some("program.ts".into()),
-        mode: Mode::StripOnly,
-        ..Default::default()
-    };
-    let result = GLOBALS.set(&Default::default(), || {
-        operate(&cm, &handler, wrapped, options)
-    });
-    match result {
-        Ok(output) => {
-            let mut code = output.code;
-            if code.len() >= PREFIX.len() + SUFFIX.len()
-                && code.starts_with(PREFIX)
-                && code.ends_with(SUFFIX)
-            {
-                code.truncate(code.len() - SUFFIX.len());
-                code.drain(..PREFIX.len());
-                Ok(one_space_per_character(program, code))
-            } else {
-                // Stripping keeps positions, so the wrapper always survives intact; if it did not,
-                // refuse rather than run something else.
-                Err(StripError {
-                    message: "TypeScript stripping changed the program's shape".into(),
-                    line: 0,
-                    column: 0,
-                })
-            }
-        }
-        Err(error) => {
-            let diagnostics = collected.0.lock().map(|l| l.clone()).unwrap_or_default();
-            let first = diagnostics.into_iter().next();
-            let (message, span) = match first {
-                Some((message, span)) => (message, span),
-                None => (error.message, None),
-            };
-            let (line, column) = span
-                .map(|span| {
-                    let loc = cm.lookup_char_pos(span.lo);
-                    (loc.line as u32, loc.col.0 as u32 + 1)
-                })
-                .unwrap_or((0, 0));
-            // Line 1 of the wrapped text is the wrapper; a position on it (or past the program)
-            // is reported at the nearest program line.
-            let program_lines = program.lines().count().max(1) as u32;
-            let line = if line == 0 {
-                0
-            } else {
-                (line.saturating_sub(1)).clamp(1, program_lines)
-            };
-            Err(StripError {
-                message: describe(&message),
-                line,
-                column,
-            })
-        }
+    parse_and_erase(program).map(|(stripped, _)| stripped)
+}
+
+fn parse_and_erase(program: &str) -> Result<(String, Source), StripError> {
+    let source = Source::parse(program).map_err(|SyntaxError { message, at }| {
+        let message = message.trim();
+        let message = if message.is_empty() {
+            "TypeScript syntax error".to_owned()
+        } else {
+            message.to_owned()
+        };
+        placed(program, message, at)
+    })?;
+    let erased = erase::erase(source.wrapped(), BASE, &source.body).map_err(|refused| {
+        placed(
+            program,
+            refused.construct.message().to_owned(),
+            Some(refused.at),
+        )
+    })?;
+    // Only the program's own text is ever edited, so the wrapper survives intact; if it did
+    // not, refuse rather than run something else.
+    match erased
+        .strip_prefix(PREFIX)
+        .and_then(|rest| rest.strip_suffix(SUFFIX))
+    {
+        Some(stripped) => Ok((stripped.to_owned(), source)),
+        None => Err(refusal(
+            "TypeScript stripping changed the program's shape".into(),
+        )),
     }
 }
 
-fn describe(message: &str) -> String {
-    let message = message.trim();
-    if message.is_empty() {
-        "TypeScript syntax error".into()
-    } else {
-        message.to_owned()
+/// A refusal at byte `at` of the wrapped text, placed as swc places its diagnostics: lines
+/// end at `\n`, columns count characters, and a position in the wrapper is moved to the
+/// nearest program line.
+fn placed(program: &str, message: String, at: Option<usize>) -> StripError {
+    let wrapped = format!("{PREFIX}{program}{SUFFIX}");
+    let Some(before) = at.and_then(|at| wrapped.get(..at)) else {
+        return refusal(message);
+    };
+    let wrapped_line = before.matches('\n').count() as u32 + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() as u32 + 1;
+    let program_lines = program.lines().count().max(1) as u32;
+    StripError {
+        message,
+        line: wrapped_line.saturating_sub(1).clamp(1, program_lines),
+        column,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_wide_character_in_a_type_stays_one_column() {
-        let ts = "let a: \"😀\" | \"x\" = \"😀\"; return a";
-        let js = strip_types(ts).unwrap();
-        assert_eq!(js.chars().count(), ts.chars().count(), "{js}");
-        let column = |text: &str| text[..text.find("return").unwrap()].chars().count();
-        assert_eq!(column(&js), column(ts), "{js}");
-        assert!(js.contains("= \"😀\";"), "kept text is untouched: {js}");
-    }
 
     #[test]
     fn erases_types_and_keeps_positions() {

@@ -1,0 +1,303 @@
+use super::Construct;
+use crate::strip::{strip_types, StripError};
+
+/// The erased text of `program` (a function body).
+fn js(program: &str) -> String {
+    strip_types(program).unwrap_or_else(|e| panic!("{program}: {e:?}"))
+}
+
+fn refused(program: &str) -> StripError {
+    strip_types(program).expect_err(program)
+}
+
+#[test]
+fn annotations_assertions_and_type_arguments_become_spaces() {
+    assert_eq!(
+        js("let x: number = f<string>(a!) as number;\nreturn x satisfies number;"),
+        "let x         = f        (a )          ;\nreturn x                 ;"
+    );
+    assert_eq!(js("const g = f<string>;"), "const g = f        ;");
+}
+
+#[test]
+fn declarations_of_types_vanish_and_keep_the_next_line_apart() {
+    assert_eq!(
+        js("let a = 1\ninterface I { x: number }\n(a)"),
+        "let a = 1\n;                        \n(a)"
+    );
+    assert_eq!(
+        js("let a = 1;\ntype T = string;\nreturn a"),
+        "let a = 1;\n                \nreturn a"
+    );
+    assert_eq!(
+        js("declare const c: number;\nfunction f(a: string): void;\nfunction f(a) {}"),
+        ";                       \n                            \nfunction f(a) {}"
+    );
+}
+
+#[test]
+fn an_erased_statement_ends_the_directive_prologue() {
+    assert_eq!(js("type T = 1\n'use strict'"), ";         \n'use strict'");
+}
+
+#[test]
+fn an_assertion_before_a_line_starting_with_a_bracket_ends_its_statement() {
+    assert_eq!(js("let y = x as T\n(y)"), "let y = x;    \n(y)");
+    assert_eq!(js("let y = x as T\n+y"), "let y = x     \n+y");
+}
+
+#[test]
+fn parameters_lose_types_markers_and_this() {
+    assert_eq!(
+        js("function f(this: W, a?: number, b?, [c]?: T) {}"),
+        "function f(         a         , b , [c]    ) {}"
+    );
+    assert_eq!(js("let v!: number;"), "let v         ;");
+}
+
+#[test]
+fn arrows_keep_their_parentheses_where_a_line_break_would_break_them() {
+    assert_eq!(
+        js("const f = (a): {\n  x: number\n} => ({ x: a })"),
+        "const f = (a    \n           \n) => ({ x: a })"
+    );
+    assert_eq!(
+        js("const g = async <T,>\n(a: T) => a"),
+        "const g = async (   \n a   ) => a"
+    );
+    assert_eq!(
+        js("const h = <T,>(a: T): T => a"),
+        "const h =     (a   )    => a"
+    );
+}
+
+#[test]
+fn class_members_lose_what_javascript_does_not_have() {
+    let ts = [
+        "abstract class A<T> extends B<T> implements I, J {",
+        "  private readonly x: number = 1;",
+        "  declare y: string;",
+        "  z?: number;",
+        "  w!: number;",
+        "  [key: string]: unknown;",
+        "  abstract m(): void;",
+        "  public static override n<U>(u: U): U { return u }",
+        "  o?(): void {}",
+        "}",
+    ];
+    let js_lines = [
+        "         class A    extends B                    {",
+        "                   x         = 1;",
+        "                    ",
+        "  z         ;",
+        "  w         ;",
+        "                         ",
+        "                     ",
+        "         static          n   (u   )    { return u }",
+        "  o ()       {}",
+        "}",
+    ];
+    assert_eq!(js(&ts.join("\n")), js_lines.join("\n"));
+}
+
+#[test]
+fn class_members_that_could_join_the_previous_one_are_kept_apart() {
+    assert_eq!(
+        js("class A { x = 1\n public [k] = 2 }"),
+        "class A { x = 1\n ;      [k] = 2 }"
+    );
+    assert_eq!(
+        js("class A { get: number\n m() {} }"),
+        "class A { get;       \n m() {} }"
+    );
+}
+
+#[test]
+fn a_wide_character_in_a_type_is_one_space() {
+    assert_eq!(js("let a: \"😀\" = 1"), "let a      = 1");
+}
+
+#[test]
+fn constructs_needing_generated_code_are_refused_where_they_start() {
+    for (program, construct, line, column) in [
+        ("let a = 1;\n  enum E { A }", Construct::Enum, 2, 3),
+        (
+            "namespace N { export const x = 1 }",
+            Construct::Namespace,
+            1,
+            1,
+        ),
+        (
+            "class C { constructor(private x: number) {} }",
+            Construct::ParameterProperty,
+            1,
+            23,
+        ),
+        ("let a = <any>b;", Construct::AngleBracketAssertion, 1, 9),
+        (
+            "let a = -x as number ** 2;",
+            Construct::UnaryBeforeExponent,
+            1,
+            9,
+        ),
+    ] {
+        let e = refused(program);
+        assert_eq!(e.message, construct.message(), "{program}");
+        assert_eq!((e.line, e.column), (line, column), "{program}");
+    }
+    assert!(
+        strip_types("declare namespace D { const x: number }\ndeclare enum F { A }\nreturn 1")
+            .is_ok()
+    );
+}
+
+/// What swc's own stripper (its strip-only mode) makes of `program`, with each type character
+/// one space, as the eraser writes it; `None` when it refuses.
+fn reference(program: &str) -> Option<String> {
+    use swc_common::errors::{EmitterWriter, Handler};
+    use swc_common::sync::Lrc;
+    use swc_common::{SourceMap, GLOBALS};
+    use swc_ts_fast_strip::{operate, Mode, Options};
+
+    use crate::strip::{PREFIX, SUFFIX};
+
+    let cm: Lrc<SourceMap> = Default::default();
+    let quiet = EmitterWriter::new(Box::new(std::io::sink()), None, false, false);
+    let handler = Handler::with_emitter(false, false, Box::new(quiet));
+    let options = Options {
+        module: Some(false),
+        mode: Mode::StripOnly,
+        ..Default::default()
+    };
+    let wrapped = format!("{PREFIX}{program}{SUFFIX}");
+    let output = GLOBALS
+        .set(&Default::default(), || {
+            operate(&cm, &handler, wrapped, options)
+        })
+        .ok()?;
+    let code = output.code;
+    let body = &code[PREFIX.len()..code.len() - SUFFIX.len()];
+    Some(one_space_per_character(program, body))
+}
+
+/// swc's stripper writes a space per UTF-16 unit; the eraser, per character.
+fn one_space_per_character(program: &str, stripped: &str) -> String {
+    let mut out = stripped.chars();
+    program
+        .chars()
+        .map(|c| {
+            let o = out.next().unwrap_or(' ');
+            if o != c && c.len_utf16() == 2 {
+                out.next();
+            }
+            o
+        })
+        .collect()
+}
+
+/// Whitespace other than line breaks, written as a space: erased whitespace may be kept or
+/// blanked, to the same effect.
+fn normalized(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_whitespace() && !super::gaps::is_line_break(c) || c == '\u{feff}' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+fn typescript_fixtures() -> Vec<(std::path::PathBuf, String)> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "ts") {
+                if let Ok(text) = std::fs::read_to_string(&path) {
+                    out.push((path, text));
+                }
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let mut out = Vec::new();
+    walk(&root, &mut out);
+    out
+}
+
+/// Whether `js` (a function body) parses as JavaScript.
+fn parses_as_javascript(js: &str) -> bool {
+    use swc_common::BytePos;
+    use swc_ecma_parser::{EsSyntax, Parser, StringInput, Syntax};
+
+    let wrapped = format!("async function f() {{\n{js}\n}}");
+    let end = BytePos(1 + wrapped.len() as u32);
+    let mut parser = Parser::new(
+        Syntax::Es(EsSyntax::default()),
+        StringInput::new(&wrapped, BytePos(1), end),
+        None,
+    );
+    parser.parse_script().is_ok() && parser.take_errors().is_empty()
+}
+
+#[test]
+fn erases_every_fixture_as_swcs_stripper_does_and_the_result_is_javascript() {
+    // The hostile fixtures nest deeply: the reference parses on the test's own thread.
+    std::thread::Builder::new()
+        .stack_size(1 << 30)
+        .spawn(compare_with_the_reference)
+        .expect("a thread for the comparison")
+        .join()
+        .expect("the comparison passes");
+}
+
+fn compare_with_the_reference() {
+    let fixtures = typescript_fixtures();
+    assert!(fixtures.len() > 200, "{} fixtures", fixtures.len());
+    let mut erased = 0;
+    // `fixtures/strip/` holds a case of every erasure; only those named `refused-…` fail.
+    let strip_cases = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/strip");
+    let name_of = |path: &std::path::Path| {
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    for (path, program) in &fixtures {
+        let ours = strip_types(program);
+        let theirs = reference(program);
+        match (&ours, &theirs) {
+            (Ok(ours), Some(theirs)) => {
+                assert!(!name_of(path).starts_with("refused-"), "{}", path.display());
+                assert_eq!(
+                    normalized(ours),
+                    normalized(theirs),
+                    "{}: the erasures differ",
+                    path.display()
+                );
+                assert!(
+                    parses_as_javascript(ours),
+                    "{}: not JavaScript:\n{ours}",
+                    path.display()
+                );
+                erased += 1;
+            }
+            (Err(_), None) => assert!(
+                !path.starts_with(&strip_cases) || name_of(path).starts_with("refused-"),
+                "{}: refused: {ours:?}",
+                path.display()
+            ),
+            _ => panic!(
+                "{}: one refuses, the other does not: {ours:?} / {theirs:?}",
+                path.display()
+            ),
+        }
+    }
+    assert!(erased > 150, "{erased} erased");
+}
