@@ -63,7 +63,7 @@ fn doc_line(map: &Map<String, Value>) -> Option<String> {
         notes.push(format!("pattern: {}", json_quote(pattern)));
     }
     if let Some(default) = map.get("default").and_then(shallow_json) {
-        if default.chars().count() <= MAX_DEFAULT_CHARS {
+        if default.chars().count() <= MAX_DEFAULT_CHARS && !states_default(&description, &default) {
             notes.push(format!("default: {default}"));
         }
     }
@@ -75,6 +75,35 @@ fn doc_line(map: &Map<String, Value>) -> Option<String> {
         (true, false) => Some(format!("({notes})")),
         (false, false) => Some(format!("{description} ({notes})")),
     }
+}
+
+/// Whether a description already gives the default (`Number of results (1-20, default 5)`), so
+/// the note would only repeat it. A string default counts written with or without its quotes.
+fn states_default(description: &str, default: &str) -> bool {
+    let description = description.to_lowercase();
+    let default = default.to_lowercase();
+    let bare = default.trim_matches('"');
+    [
+        "default ",
+        "default: ",
+        "default is ",
+        "defaults to ",
+        "default=",
+    ]
+    .iter()
+    .any(|lead| {
+        [default.as_str(), bare].iter().any(|value| {
+            description
+                .match_indices(&format!("{lead}{value}"))
+                .any(|(at, found)| {
+                    // The value must end there: `default 10` does not state a default of 1.
+                    description[at + found.len()..]
+                        .chars()
+                        .next()
+                        .is_none_or(|c| !c.is_alphanumeric() && c != '.')
+                })
+        })
+    })
 }
 
 /// `±(2^53 - 1)`: a bound that only says "a safe integer" (schema generators add it to every
@@ -106,6 +135,27 @@ fn shallow_json(value: &Value) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_default_the_description_states_is_not_repeated() {
+        let line = |schema: Value| doc_line(schema.as_object().expect("an object"));
+        assert_eq!(
+            line(json!({"description": "Number of results (1-20, default 5)", "default": 5})),
+            Some("Number of results (1-20, default 5)".into())
+        );
+        assert_eq!(
+            line(json!({"description": "Mode, default is \"fast\"", "default": "fast"})),
+            Some("Mode, default is \"fast\"".into())
+        );
+        assert_eq!(
+            line(json!({"description": "Retries (default 10)", "default": 1})),
+            Some("Retries (default 10) (default: 1)".into())
+        );
+        assert_eq!(
+            line(json!({"description": "Limit", "default": 5})),
+            Some("Limit (default: 5)".into())
+        );
+    }
 
     #[test]
     fn description_comes_first_then_annotations_in_fixed_order() {

@@ -23,6 +23,9 @@ pub(super) fn tokens(text: &str, from: usize, to: usize) -> impl Iterator<Item =
             return None;
         }
         let end = token_end(text, start);
+        if end <= start {
+            return None;
+        }
         at = end;
         Some(Token {
             start,
@@ -57,7 +60,9 @@ pub(super) fn is_line_break(c: char) -> bool {
 fn skip_trivia(text: &str, mut at: usize) -> (usize, bool) {
     let mut line_break = false;
     loop {
-        let rest = &text[at.min(text.len())..];
+        // Offsets come from spans and this scanner, always on character boundaries; one that
+        // is not ends the gap rather than panicking.
+        let rest = text.get(at..).unwrap_or("");
         let Some(c) = rest.chars().next() else {
             return (text.len(), line_break);
         };
@@ -86,7 +91,7 @@ fn is_word_char(c: char) -> bool {
 
 /// Where the token starting at `start` ends: a word, `=>`, or one punctuator character.
 fn token_end(text: &str, start: usize) -> usize {
-    let rest = &text[start..];
+    let rest = text.get(start..).unwrap_or("");
     let mut chars = rest.char_indices();
     let Some((_, first)) = chars.next() else {
         return start;
@@ -106,7 +111,10 @@ fn token_end(text: &str, start: usize) -> usize {
 /// The word that ends right before `at`, on the same line and with only spaces between
 /// (`return` in `return <T>(x) => x`); empty if there is none.
 pub(super) fn word_before(text: &str, at: usize) -> &str {
-    let before = text[..at.min(text.len())].trim_end_matches([' ', '\t']);
+    let before = text
+        .get(..at.min(text.len()))
+        .unwrap_or("")
+        .trim_end_matches([' ', '\t']);
     let start = before
         .char_indices()
         .rev()

@@ -295,7 +295,11 @@ impl Eraser<'_> {
             return;
         }
         let type_end = self.at(returns.span.hi);
-        let Some(last) = self.text[..type_end].chars().next_back() else {
+        let Some(last) = self
+            .text
+            .get(..type_end)
+            .and_then(|t| t.chars().next_back())
+        else {
             return;
         };
         self.edits.blank(close.start, type_end);
