@@ -4,7 +4,7 @@
 //! parses the program again.
 
 use swc_common::{BytePos, Span, Spanned};
-use swc_ecma_ast::{Decl, Stmt};
+use swc_ecma_ast::{Decl, Expr, Stmt};
 use swc_ecma_parser::{Parser, StringInput, Syntax, TsSyntax};
 
 use crate::strip::{PREFIX, SUFFIX};
@@ -50,17 +50,24 @@ impl Source {
             Ok(_) => return Err(syntax_error(errors.swap_remove(0))),
             Err(error) => return Err(syntax_error(error)),
         };
-        let body = script
-            .body
-            .into_iter()
-            .find_map(|stmt| match stmt {
-                Stmt::Decl(Decl::Fn(f)) => f.function.body.map(|b| b.stmts),
-                _ => None,
-            })
-            .ok_or_else(|| SyntaxError {
+        // A program with a `}` too many closes the function it is the body of early, and what
+        // follows would be neither stripped nor checked: refused at that `}`.
+        let Some(Stmt::Decl(Decl::Fn(wrapper))) = script.body.into_iter().next() else {
+            return Err(SyntaxError {
                 message: "the program does not parse as a function body".into(),
                 at: None,
-            })?;
+            });
+        };
+        let closing = (wrapper.function.span.hi.0 as usize).checked_sub(BASE as usize + 1);
+        let body = match wrapper.function.body {
+            Some(body) if closing == Some(wrapped.len() - 1) => body.stmts,
+            _ => {
+                return Err(SyntaxError {
+                    message: "Unexpected `}`: it closes the function the program runs in, so what follows it cannot run".into(),
+                    at: closing,
+                })
+            }
+        };
         let starts = line_starts(program_of(&wrapped));
         Ok(Self {
             wrapped,
@@ -133,6 +140,20 @@ pub(crate) fn offset_in(text: &str, starts: &[usize], line: u32, column: u32) ->
         .nth(column as usize - 1)
         .map(|(i, _)| i)?;
     Some(start + within)
+}
+
+/// The expression a TypeScript-only wrapper holds (`x as T`, `x satisfies T`, `x!`, `<T>x`,
+/// `f<T>`); the wrapper's value is that expression's.
+pub(crate) fn inside_type_wrapper(expr: &Expr) -> Option<&Expr> {
+    match expr {
+        Expr::TsAs(e) => Some(&e.expr),
+        Expr::TsSatisfies(e) => Some(&e.expr),
+        Expr::TsConstAssertion(e) => Some(&e.expr),
+        Expr::TsNonNull(e) => Some(&e.expr),
+        Expr::TsTypeAssertion(e) => Some(&e.expr),
+        Expr::TsInstantiation(e) => Some(&e.expr),
+        _ => None,
+    }
 }
 
 fn syntax_error(error: swc_ecma_parser::error::Error) -> SyntaxError {

@@ -78,11 +78,15 @@ fn doc_line(map: &Map<String, Value>) -> Option<String> {
 }
 
 /// Whether a description already gives the default (`Number of results (1-20, default 5)`), so
-/// the note would only repeat it. A string default counts written with or without its quotes.
+/// the note would only repeat it. The lead (`default`, `default:`, `default is`, `defaults to`,
+/// `default=`) may be in any case; the value must be written exactly (a string with or without
+/// its quotes) and end there.
 fn states_default(description: &str, default: &str) -> bool {
-    let description = description.to_lowercase();
-    let default = default.to_lowercase();
     let bare = default.trim_matches('"');
+    if bare.is_empty() {
+        return false;
+    }
+    let lowered = description.to_ascii_lowercase();
     [
         "default ",
         "default: ",
@@ -91,18 +95,24 @@ fn states_default(description: &str, default: &str) -> bool {
         "default=",
     ]
     .iter()
-    .any(|lead| {
-        [default.as_str(), bare].iter().any(|value| {
-            description
-                .match_indices(&format!("{lead}{value}"))
-                .any(|(at, found)| {
-                    // The value must end there: `default 10` does not state a default of 1.
-                    description[at + found.len()..]
-                        .chars()
-                        .next()
-                        .is_none_or(|c| !c.is_alphanumeric() && c != '.')
+    .flat_map(|lead| lowered.match_indices(lead))
+    .any(|(at, lead)| {
+        let starts_a_word = description[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_alphanumeric());
+        let rest = &description[at + lead.len()..];
+        starts_a_word
+            && [default, bare].iter().any(|value| {
+                rest.strip_prefix(value).is_some_and(|after| {
+                    let mut next = after.chars();
+                    match next.next() {
+                        None => true,
+                        Some('.' | ',') => !next.next().is_some_and(|c| c.is_ascii_digit()),
+                        Some(c) => c.is_whitespace() || matches!(c, ')' | ',' | ';'),
+                    }
                 })
-        })
+            })
     })
 }
 
@@ -154,6 +164,24 @@ mod tests {
         assert_eq!(
             line(json!({"description": "Limit", "default": 5})),
             Some("Limit (default: 5)".into())
+        );
+        for (description, default) in [
+            ("Uses the default \"main\" branch", json!("")),
+            ("(default: fast_mode)", json!("fast")),
+            ("(default 1,000)", json!(1)),
+            ("(default 1-5)", json!(1)),
+            ("(default asc)", json!("ASC")),
+            ("a nondefault 5", json!(5)),
+        ] {
+            let noted = line(json!({"description": description, "default": default}));
+            assert!(
+                noted.is_some_and(|l| l.contains("(default: ")),
+                "{description}"
+            );
+        }
+        assert_eq!(
+            line(json!({"description": "Defaults to 30.", "default": 30})),
+            Some("Defaults to 30.".into())
         );
     }
 

@@ -18,6 +18,8 @@ use swc_ecma_ast::{
 };
 use swc_ecma_visit::{Visit, VisitWith};
 
+use crate::source::inside_type_wrapper;
+
 /// One call of a namespace member, as the program wrote it.
 pub(super) struct Call<'a> {
     /// Index of the namespace in the list [`find`] was given.
@@ -247,12 +249,10 @@ pub(super) fn unwrap(mut expr: &Expr) -> &Expr {
     loop {
         expr = match expr {
             Expr::Paren(p) => &p.expr,
-            Expr::TsNonNull(n) => &n.expr,
-            Expr::TsAs(a) => &a.expr,
-            Expr::TsSatisfies(s) => &s.expr,
-            Expr::TsTypeAssertion(t) => &t.expr,
-            Expr::TsConstAssertion(c) => &c.expr,
-            _ => return expr,
+            other => match inside_type_wrapper(other) {
+                Some(inner) => inner,
+                None => return expr,
+            },
         }
     }
 }

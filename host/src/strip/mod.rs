@@ -337,6 +337,13 @@ mod tests {
     }
 
     #[test]
+    fn a_brace_that_closes_the_wrapper_early_is_refused_where_it_stands() {
+        let err = strip_types("return 1 }\nclass X { y: number }\nfunction z() {").unwrap_err();
+        assert!(err.message.contains("closes the function"), "{err:?}");
+        assert_eq!((err.line, err.column), (1, 10));
+    }
+
+    #[test]
     fn namespaces_and_parameter_properties_are_refused() {
         assert!(strip_types("namespace N { export const x = 1 }").is_err());
         assert!(strip_types("class A { constructor(private x: number) {} }").is_err());

@@ -15,10 +15,11 @@ impl Eraser<'_> {
     pub(super) fn erase_class_header(&mut self, class: &Class) {
         let header_end = class.body.first().map_or(class.span.hi, Spanned::span_lo);
         if class.is_abstract {
+            // An abstract class's span starts at the keyword.
             let word = self
                 .tokens(class.span.lo, header_end)
-                .take(2)
-                .find(|&t| self.token_text(t) == "abstract");
+                .next()
+                .filter(|&t| self.token_text(t) == "abstract");
             if let Some(word) = word {
                 self.edits.blank(word.start, word.end);
             }
@@ -77,6 +78,8 @@ impl Eraser<'_> {
                 field.key.visit_with(self);
                 field.value.visit_with(self);
             }
+            // A `#name`, like `accessor`, cannot continue the previous member's expression:
+            // private members and accessors need no `;` before them.
             ClassMember::PrivateProp(field) => {
                 self.blank_modifiers(field.span.lo, field.key.span.lo);
                 self.erase_field_suffix(Field {

@@ -108,20 +108,32 @@ fn token_end(text: &str, start: usize) -> usize {
     start + first.len_utf8()
 }
 
-/// The word that ends right before `at`, on the same line and with only spaces between
-/// (`return` in `return <T>(x) => x`); empty if there is none.
+/// The word that ends right before `at` on the same line, past whitespace and block comments
+/// (`return` in `return /* c */ <T>(x) => x`); empty if there is none, or if a line ends first.
 pub(super) fn word_before(text: &str, at: usize) -> &str {
-    let before = text
-        .get(..at.min(text.len()))
-        .unwrap_or("")
-        .trim_end_matches([' ', '\t']);
-    let start = before
-        .char_indices()
-        .rev()
-        .take_while(|&(_, c)| is_word_char(c))
-        .last()
-        .map_or(before.len(), |(i, _)| i);
-    &before[start..]
+    let mut end = at.min(text.len());
+    loop {
+        let before = text.get(..end).unwrap_or("").trim_end_matches(|c: char| {
+            (c.is_whitespace() && !is_line_break(c)) || c == '\u{feff}'
+        });
+        if let Some(inside) = before.strip_suffix("*/") {
+            // Block comments do not nest: the comment opens at the last `/*` before its end.
+            match inside.rfind("/*") {
+                Some(open) if !inside[open..].contains(is_line_break) => {
+                    end = open;
+                    continue;
+                }
+                _ => return "",
+            }
+        }
+        let start = before
+            .char_indices()
+            .rev()
+            .take_while(|&(_, c)| is_word_char(c))
+            .last()
+            .map_or(before.len(), |(i, _)| i);
+        return &before[start..];
+    }
 }
 
 #[cfg(test)]
@@ -160,5 +172,7 @@ mod tests {
     fn the_word_before_stops_at_a_line_break() {
         assert_eq!(word_before("x; return  <", 11), "return");
         assert_eq!(word_before("return\n<", 7), "");
+        assert_eq!(word_before("return /* a */\u{a0}<", 16), "return");
+        assert_eq!(word_before("return /*\n*/ <", 13), "");
     }
 }

@@ -16,6 +16,7 @@ use swc_common::{BytePos, Span, Spanned};
 use swc_ecma_ast::*;
 use swc_ecma_visit::{Visit, VisitWith};
 
+use crate::source::inside_type_wrapper;
 use edits::Edits;
 
 /// A construct that cannot be erased, and where it starts (a byte offset in the text).
@@ -214,7 +215,8 @@ impl Eraser<'_> {
         Some(marker.start)
     }
 
-    /// Blanks the `?` of an optional parameter, which follows the pattern's own text.
+    /// Blanks the `?` of an optional destructuring parameter, which follows the pattern's
+    /// closing bracket.
     fn blank_optional_marker(&mut self, core_end: BytePos, to: Option<BytePos>) {
         let from = self.at(core_end);
         let to = to.map_or(usize::MAX, |to| self.at(to));
@@ -225,15 +227,17 @@ impl Eraser<'_> {
         }
     }
 
-    /// Erases what follows an expression inside `wrapper` (`as T`, `satisfies T`, `!`,
-    /// `<T>`). After `as` and `satisfies`, a next line that starts with `(`, `[` or a
-    /// template would join the expression once the type is gone: a `;` keeps them apart.
-    fn erase_after(&mut self, expr: &Expr, wrapper: Span, separate: bool) {
+    /// Erases what follows an expression inside `wrapper` (`!`, `<T>`).
+    fn erase_suffix(&mut self, expr: &Expr, wrapper: Span) {
+        self.blank(expr.span_hi(), wrapper.hi);
+    }
+
+    /// Erases `as T` or `satisfies T` after an expression. A next line that starts with `(`,
+    /// `[` or a template would join the expression once the type is gone: a `;` keeps them
+    /// apart.
+    fn erase_assertion(&mut self, expr: &Expr, wrapper: Span) {
         let end = expr.span_hi();
-        self.blank(end, wrapper.hi);
-        if !separate {
-            return;
-        }
+        self.erase_suffix(expr, wrapper);
         let Some(next) = gaps::next(self.text, self.at(wrapper.hi)) else {
             return;
         };
@@ -354,18 +358,12 @@ fn declares_nothing_at_run_time(decl: &Decl) -> bool {
     }
 }
 
-/// `expr` without the type assertions around it (not its parentheses).
+/// `expr` without the type assertions around it (not its parentheses, which stay).
 fn without_assertions(mut expr: &Expr) -> &Expr {
-    loop {
-        expr = match expr {
-            Expr::TsAs(e) => &e.expr,
-            Expr::TsSatisfies(e) => &e.expr,
-            Expr::TsConstAssertion(e) => &e.expr,
-            Expr::TsNonNull(e) => &e.expr,
-            Expr::TsInstantiation(e) => &e.expr,
-            _ => return expr,
-        };
+    while let Some(inner) = inside_type_wrapper(expr) {
+        expr = inner;
     }
+    expr
 }
 
 impl Visit for Eraser<'_> {
@@ -484,7 +482,18 @@ impl Visit for Eraser<'_> {
 
     fn visit_binding_ident(&mut self, n: &BindingIdent) {
         if n.id.optional {
-            self.blank_optional_marker(n.id.span.hi, n.type_ann.as_ref().map(|t| t.span.lo));
+            // The marker follows the name. Where the name's span ends is no guide: for an
+            // arrow's parameter swc widens it over the marker and the type.
+            let to = n
+                .type_ann
+                .as_ref()
+                .map_or(usize::MAX, |t| self.at(t.span.lo));
+            let marker = gaps::tokens(self.text, self.at(n.id.span.lo), to)
+                .nth(1)
+                .filter(|&t| self.token_text(t) == "?");
+            if let Some(marker) = marker {
+                self.edits.blank(marker.start, marker.end);
+            }
         }
         n.visit_children_with(self);
     }
@@ -522,12 +531,12 @@ impl Visit for Eraser<'_> {
 
     fn visit_ts_as_expr(&mut self, n: &TsAsExpr) {
         n.expr.visit_with(self);
-        self.erase_after(&n.expr, n.span, true);
+        self.erase_assertion(&n.expr, n.span);
     }
 
     fn visit_ts_satisfies_expr(&mut self, n: &TsSatisfiesExpr) {
         n.expr.visit_with(self);
-        self.erase_after(&n.expr, n.span, true);
+        self.erase_assertion(&n.expr, n.span);
     }
 
     fn visit_ts_const_assertion(&mut self, n: &TsConstAssertion) {
@@ -536,17 +545,17 @@ impl Visit for Eraser<'_> {
             return;
         }
         n.expr.visit_with(self);
-        self.erase_after(&n.expr, n.span, true);
+        self.erase_assertion(&n.expr, n.span);
     }
 
     fn visit_ts_non_null_expr(&mut self, n: &TsNonNullExpr) {
         n.expr.visit_with(self);
-        self.erase_after(&n.expr, n.span, false);
+        self.erase_suffix(&n.expr, n.span);
     }
 
     fn visit_ts_instantiation(&mut self, n: &TsInstantiation) {
         n.expr.visit_with(self);
-        self.erase_after(&n.expr, n.span, false);
+        self.erase_suffix(&n.expr, n.span);
     }
 
     fn visit_ts_type_assertion(&mut self, n: &TsTypeAssertion) {
