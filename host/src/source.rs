@@ -63,7 +63,7 @@ impl Source {
             Some(body) if closing == Some(wrapped.len() - 1) => body.stmts,
             _ => {
                 return Err(SyntaxError {
-                    message: "Unexpected `}`: it closes the function the program runs in, so what follows it cannot run".into(),
+                    message: "the program must be the body of one function: this `}` closes the function it is wrapped in".into(),
                     at: closing,
                 })
             }
