@@ -7,7 +7,7 @@ use swc_ecma_ast::{
 };
 use swc_ecma_visit::{Visit, VisitWith};
 
-use crate::source::Source;
+use crate::source::{inside_type_wrapper, Source};
 
 /// What a failing position points at.
 pub(super) enum Site {
@@ -116,11 +116,7 @@ fn path_text(expr: &Expr) -> Option<String> {
             ..
         }) => Some(format!("{}.{}", path_text(obj)?, prop.sym)),
         Expr::Paren(p) => path_text(&p.expr),
-        Expr::TsAs(a) => path_text(&a.expr),
-        Expr::TsNonNull(n) => path_text(&n.expr),
-        Expr::TsSatisfies(n) => path_text(&n.expr),
-        Expr::TsTypeAssertion(n) => path_text(&n.expr),
-        _ => None,
+        other => path_text(inside_type_wrapper(other)?),
     }
 }
 

@@ -212,7 +212,7 @@ fn parse_and_erase(program: &str) -> Result<(String, Source), StripError> {
         };
         placed(program, message, at)
     })?;
-    let erased = erase::erase(source.wrapped(), BASE, &source.body).map_err(|refused| {
+    let mut erased = erase::erase(source.wrapped(), BASE, &source.body).map_err(|refused| {
         placed(
             program,
             refused.construct.message().to_owned(),
@@ -221,15 +221,14 @@ fn parse_and_erase(program: &str) -> Result<(String, Source), StripError> {
     })?;
     // Only the program's own text is ever edited, so the wrapper survives intact; if it did
     // not, refuse rather than run something else.
-    match erased
-        .strip_prefix(PREFIX)
-        .and_then(|rest| rest.strip_suffix(SUFFIX))
-    {
-        Some(stripped) => Ok((stripped.to_owned(), source)),
-        None => Err(refusal(
+    if !(erased.starts_with(PREFIX) && erased[PREFIX.len()..].ends_with(SUFFIX)) {
+        return Err(refusal(
             "TypeScript stripping changed the program's shape".into(),
-        )),
+        ));
     }
+    erased.truncate(erased.len() - SUFFIX.len());
+    erased.drain(..PREFIX.len());
+    Ok((erased, source))
 }
 
 /// A refusal at byte `at` of the wrapped text, placed as swc places its diagnostics: lines

@@ -249,10 +249,15 @@ fn parses_as_javascript(js: &str) -> bool {
 
 #[test]
 fn erases_every_fixture_as_swcs_stripper_does_and_the_result_is_javascript() {
-    // The hostile fixtures nest deeply: the reference parses on the test's own thread.
+    on_a_big_stack(compare_with_the_reference);
+}
+
+/// Runs a comparison where the reference has room: it parses on the calling thread, and the
+/// hostile fixtures nest deeply.
+fn on_a_big_stack(comparison: fn()) {
     std::thread::Builder::new()
         .stack_size(1 << 30)
-        .spawn(compare_with_the_reference)
+        .spawn(comparison)
         .expect("a thread for the comparison")
         .join()
         .expect("the comparison passes");
@@ -307,12 +312,7 @@ fn compare_with_the_reference() {
 /// stripper accepts one, the eraser must write what it writes.
 #[test]
 fn every_variant_of_the_erasure_cases_erases_as_swcs_stripper_does() {
-    std::thread::Builder::new()
-        .stack_size(1 << 28)
-        .spawn(compare_variants)
-        .expect("a thread for the comparison")
-        .join()
-        .expect("the comparison passes");
+    on_a_big_stack(compare_variants);
 }
 
 fn compare_variants() {
