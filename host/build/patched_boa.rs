@@ -214,18 +214,28 @@ fn apply(root: &Path, krate: &str, name: &str, text: &str) {
     let mut files = 0;
     for file in PatchSet::parse(diff, ParseOptions::gitdiff()) {
         let file = file.unwrap_or_else(|e| panic!("patch {name} does not parse: {e}"));
-        let path = match file.operation().strip_prefix(1) {
+        let (path, created) = match file.operation().strip_prefix(1) {
             FileOperation::Modify { original, modified } if original == modified => {
-                original.into_owned()
+                (original.into_owned(), false)
             }
-            _ => panic!("patch {name}: only in-place modifications of files are supported"),
+            FileOperation::Create(path) => (path.into_owned(), true),
+            _ => panic!("patch {name}: only in-place modifications and new files are supported"),
         };
         let Some(patch) = file.patch().as_text() else {
             panic!("patch {name}: {path} is a binary patch");
         };
         let target = root.join(&path);
-        let base = fs::read_to_string(&target)
-            .unwrap_or_else(|e| panic!("patch {name}: read {path}: {e}"));
+        let base = if created {
+            // A new file must be new: a patch that creates a file the crate already has was
+            // written against another version of it.
+            assert!(
+                !target.exists(),
+                "patch {name} creates {path}, which {krate} already has"
+            );
+            String::new()
+        } else {
+            fs::read_to_string(&target).unwrap_or_else(|e| panic!("patch {name}: read {path}: {e}"))
+        };
         let patched = diffy::apply(&base, patch).unwrap_or_else(|e| {
             panic!("patch {name} does not apply to {path} of the pristine {krate}: {e}")
         });

@@ -1,10 +1,11 @@
-//! The shortcuts the sandbox's Boa takes for data-heavy programs (object literals adding keys,
+//! The shortcuts the sandbox's Boa takes (`guest/patches/`): object literals adding keys,
 //! `JSON.stringify` reading plain objects by shape, array iterators stepped without result
-//! objects, arrays filled in order, `[[Get]]` of own data properties; `guest/patches/`) agree
-//! with Node on `fixtures/fast-paths.js`: each shortcut beside the cases that must leave it
+//! objects, arrays filled in order, `[[Get]]` of own data properties, property additions replayed
+//! from a set site, compound assignment to a register in place and loop literals loaded once,
+//! agree with Node on `fixtures/fast-paths.js`: each shortcut beside the cases that must leave it
 //! (repeated and index keys, accessors, objects changed while they are serialised, replaced
 //! iterator methods, getters that step the iterator being stepped, proxies, typed arrays,
-//! generators, inherited and exotic reads).
+//! generators, inherited and exotic reads, right-hand sides that write the binding, `const`s).
 
 use codemode_e2e::fixture_cases_beside_node;
 
