@@ -49,6 +49,7 @@ fn main() {
     let cargo = PathBuf::from(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     let prepared = patched_boa::prepare(&cargo, &guest_dir, &target_dir.join("patched"));
     println!("cargo:rerun-if-changed={}", prepared.patches.display());
+    patched_boa::clean_if_other_set(&cargo, &prepared, &target_dir);
     let mut command = Command::new(&cargo);
     // Not `--locked`: cargo rewrites the patched crate's lock entry (a path has no checksum);
     // `check_lock` below proves nothing else moved. Offline: `prepare` fetched everything.
@@ -89,6 +90,7 @@ fn main() {
         "building the guest for wasm32-wasip1 failed"
     );
     patched_boa::check_lock(&guest_dir, &prepared.manifest);
+    patched_boa::record_built(&prepared, &target_dir);
 
     let built = target_dir
         .join("wasm32-wasip1")
@@ -144,7 +146,9 @@ fn ensure_wasm_target() {
             "the sandbox guest is built for {GUEST_TARGET}, which this Rust toolchain does not have, and adding it failed; add it with:\n\n    {fix}\n"
         );
     }
-    println!("cargo:warning=added the {GUEST_TARGET} target the sandbox guest is built for to this toolchain (`{fix}`)");
+    println!(
+        "cargo:warning=added the {GUEST_TARGET} target the sandbox guest is built for to this toolchain (`{fix}`)"
+    );
 }
 
 /// `<target>/[<triple>/]<profile>/build/<pkg>/out` → `<target>/guest`, shared by every profile.

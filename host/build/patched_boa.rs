@@ -22,6 +22,9 @@ use sha2::{Digest, Sha256};
 pub struct Prepared {
     pub manifest: PathBuf,
     pub patches: PathBuf,
+    /// The patched crates' names, and their copies' directory names joined: the patch set.
+    pub crates: Vec<String>,
+    pub patch_set: String,
 }
 
 /// One patched crate: its name and where its patched copy is.
@@ -56,9 +59,16 @@ pub fn prepare(cargo: &Path, guest_dir: &Path, work: &Path) -> Prepared {
     // The guest's lock is the source of truth; cargo rewrites only the patched crates' entries.
     let lock = fs::read_to_string(guest_dir.join("Cargo.lock")).expect("read guest/Cargo.lock");
     write_if_changed(&manifest_dir.join("Cargo.lock"), &lock);
+    let patch_set = crates
+        .iter()
+        .filter_map(|c| c.dir.file_name()?.to_str())
+        .collect::<Vec<_>>()
+        .join(" ");
     Prepared {
         manifest,
         patches: patches_root,
+        crates: crates.into_iter().map(|c| c.name).collect(),
+        patch_set,
     }
 }
 
@@ -300,6 +310,57 @@ fn write_if_changed(path: &Path, text: &str) {
         return;
     }
     fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+/// Makes sure the guest build that follows compiles the patched crates of this patch set.
+///
+/// Cargo names a path dependency's library without a hash (`libboa_engine.rlib`), so builds of
+/// different patch sets write the same files, while each keeps its own fingerprint. Going back
+/// to a patch set built before would find that fingerprint fresh and link the other set's
+/// library: a stale guest. So when the patch set differs from the one the target directory last
+/// built (or that is unknown), the patched crates and the guest are cleaned first, and the set
+/// is recorded once the build succeeded ([`record_built`]).
+pub fn clean_if_other_set(cargo: &Path, prepared: &Prepared, target_dir: &Path) {
+    let stamp = built_stamp(target_dir);
+    if fs::read_to_string(&stamp).is_ok_and(|built| built == prepared.patch_set) {
+        return;
+    }
+    // Forget the old set first: a build interrupted after the clean must clean again.
+    let _ = fs::remove_file(&stamp);
+    let mut command = Command::new(cargo);
+    command
+        .args([
+            "clean",
+            "--release",
+            "--offline",
+            "--target",
+            "wasm32-wasip1",
+        ])
+        .arg("--manifest-path")
+        .arg(&prepared.manifest)
+        .arg("--target-dir")
+        .arg(target_dir)
+        .args(["-p", "codemode-guest"]);
+    for name in &prepared.crates {
+        command.args(["-p", name]);
+    }
+    let status = command
+        .status()
+        .expect("could not start cargo to clean the guest's patched crates");
+    assert!(
+        status.success(),
+        "cleaning the guest's patched crates failed"
+    );
+}
+
+/// Records that the target directory's guest was built with `prepared`'s patch set.
+pub fn record_built(prepared: &Prepared, target_dir: &Path) {
+    fs::write(built_stamp(target_dir), &prepared.patch_set)
+        .expect("record the patch set the guest was built with");
+}
+
+fn built_stamp(target_dir: &Path) -> PathBuf {
+    target_dir.join("patched").join("built-with")
 }
 
 /// Checks that the build's lock pins every package the guest's lock pins, at the same
