@@ -49,35 +49,23 @@ fn main() {
     let cargo = PathBuf::from(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     let prepared = patched_boa::prepare(&cargo, &guest_dir, &target_dir.join("patched"));
     println!("cargo:rerun-if-changed={}", prepared.patches.display());
-    patched_boa::clean_if_other_set(&cargo, &prepared, &target_dir);
-    let mut command = Command::new(&cargo);
+    if patched_boa::needs_clean(&prepared, &target_dir) {
+        let mut clean = guest_cargo(&cargo, "clean", &guest_dir, &prepared, &target_dir);
+        clean.args(["-p", "codemode-guest"]);
+        for name in &prepared.crates {
+            clean.args(["-p", name]);
+        }
+        let status = clean
+            .status()
+            .expect("could not start cargo to clean the guest's patched crates");
+        assert!(
+            status.success(),
+            "cleaning the guest's patched crates failed"
+        );
+    }
     // Not `--locked`: cargo rewrites the patched crate's lock entry (a path has no checksum);
     // `check_lock` below proves nothing else moved. Offline: `prepare` fetched everything.
-    command
-        .current_dir(&guest_dir)
-        .args([
-            "build",
-            "--release",
-            "--offline",
-            "--target",
-            "wasm32-wasip1",
-        ])
-        .arg("--manifest-path")
-        .arg(&prepared.manifest)
-        .arg("--target-dir")
-        .arg(&target_dir);
-    for var in [
-        "RUSTFLAGS",
-        "CARGO_ENCODED_RUSTFLAGS",
-        "CARGO_BUILD_RUSTFLAGS",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CLIPPY_ARGS",
-        "CARGO_PRIMARY_PACKAGE",
-    ] {
-        command.env_remove(var);
-    }
+    let mut command = guest_cargo(&cargo, "build", &guest_dir, &prepared, &target_dir);
     command.env(
         "CARGO_ENCODED_RUSTFLAGS",
         format!("-Clink-arg=-zstack-size={GUEST_STACK_BYTES}"),
@@ -103,6 +91,45 @@ fn main() {
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     println!("cargo:rustc-env=CODEMODE_GUEST_WASM={}", copy.display());
     println!("cargo:rustc-env=CODEMODE_GUEST_SHA256={hex}");
+}
+
+/// `cargo <subcommand>` on the generated guest manifest for `wasm32-wasip1` in release, in the
+/// guest's own target directory, with none of the variables the host's build passes down that
+/// would reach into the guest's build.
+fn guest_cargo(
+    cargo: &Path,
+    subcommand: &str,
+    guest_dir: &Path,
+    prepared: &patched_boa::Prepared,
+    target_dir: &Path,
+) -> Command {
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(guest_dir)
+        .args([
+            subcommand,
+            "--release",
+            "--offline",
+            "--target",
+            GUEST_TARGET,
+        ])
+        .arg("--manifest-path")
+        .arg(&prepared.manifest)
+        .arg("--target-dir")
+        .arg(target_dir);
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CLIPPY_ARGS",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        command.env_remove(var);
+    }
+    command
 }
 
 const GUEST_TARGET: &str = "wasm32-wasip1";

@@ -22,8 +22,9 @@ use sha2::{Digest, Sha256};
 pub struct Prepared {
     pub manifest: PathBuf,
     pub patches: PathBuf,
-    /// The patched crates' names, and their copies' directory names joined: the patch set.
+    /// The patched crates' names.
     pub crates: Vec<String>,
+    /// Their copies' directory names (name, version and patches' hash), joined: the patch set.
     pub patch_set: String,
 }
 
@@ -312,45 +313,22 @@ fn write_if_changed(path: &Path, text: &str) {
     fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
-/// Makes sure the guest build that follows compiles the patched crates of this patch set.
+/// Whether the patched crates and the guest must be cleaned before building this patch set.
 ///
 /// Cargo names a path dependency's library without a hash (`libboa_engine.rlib`), so builds of
 /// different patch sets write the same files, while each keeps its own fingerprint. Going back
 /// to a patch set built before would find that fingerprint fresh and link the other set's
 /// library: a stale guest. So when the patch set differs from the one the target directory last
-/// built (or that is unknown), the patched crates and the guest are cleaned first, and the set
-/// is recorded once the build succeeded ([`record_built`]).
-pub fn clean_if_other_set(cargo: &Path, prepared: &Prepared, target_dir: &Path) {
+/// built (or that is unknown), they are cleaned first, and the set is recorded once the build
+/// succeeded ([`record_built`]). The record is forgotten here, before the clean, so that a build
+/// interrupted after it cleans again.
+pub fn needs_clean(prepared: &Prepared, target_dir: &Path) -> bool {
     let stamp = built_stamp(target_dir);
     if fs::read_to_string(&stamp).is_ok_and(|built| built == prepared.patch_set) {
-        return;
+        return false;
     }
-    // Forget the old set first: a build interrupted after the clean must clean again.
     let _ = fs::remove_file(&stamp);
-    let mut command = Command::new(cargo);
-    command
-        .args([
-            "clean",
-            "--release",
-            "--offline",
-            "--target",
-            "wasm32-wasip1",
-        ])
-        .arg("--manifest-path")
-        .arg(&prepared.manifest)
-        .arg("--target-dir")
-        .arg(target_dir)
-        .args(["-p", "codemode-guest"]);
-    for name in &prepared.crates {
-        command.args(["-p", name]);
-    }
-    let status = command
-        .status()
-        .expect("could not start cargo to clean the guest's patched crates");
-    assert!(
-        status.success(),
-        "cleaning the guest's patched crates failed"
-    );
+    true
 }
 
 /// Records that the target directory's guest was built with `prepared`'s patch set.
