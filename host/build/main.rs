@@ -47,9 +47,12 @@ fn main() {
     ensure_wasm_target();
 
     let cargo = PathBuf::from(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    let prepared = patched_boa::prepare(&cargo, &guest_dir, &target_dir.join("patched"));
+    let work = target_dir.join("patched");
+    let _one_build_at_a_time = patched_boa::lock(&work);
+    let prepared = patched_boa::prepare(&cargo, &guest_dir, &work);
     println!("cargo:rerun-if-changed={}", prepared.patches.display());
-    if patched_boa::needs_clean(&prepared, &target_dir) {
+    if patched_boa::built_set_differs(&prepared, &target_dir) {
+        patched_boa::forget_built(&target_dir);
         let mut clean = guest_cargo(&cargo, "clean", &guest_dir, &prepared, &target_dir);
         clean.args(["-p", "codemode-guest"]);
         for name in &prepared.crates {

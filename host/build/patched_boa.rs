@@ -235,6 +235,12 @@ fn apply(root: &Path, krate: &str, name: &str, text: &str) {
         let Some(patch) = file.patch().as_text() else {
             panic!("patch {name}: {path} is a binary patch");
         };
+        assert!(
+            Path::new(&path)
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_))),
+            "patch {name} names {path}, which is not a path inside the crate"
+        );
         let target = root.join(&path);
         let base = if created {
             // A new file must be new: a patch that creates a file the crate already has was
@@ -243,6 +249,10 @@ fn apply(root: &Path, krate: &str, name: &str, text: &str) {
                 !target.exists(),
                 "patch {name} creates {path}, which {krate} already has"
             );
+            if let Some(parent) = target.parent() {
+                fs::create_dir_all(parent)
+                    .unwrap_or_else(|e| panic!("patch {name}: create {}: {e}", parent.display()));
+            }
             String::new()
         } else {
             fs::read_to_string(&target).unwrap_or_else(|e| panic!("patch {name}: read {path}: {e}"))
@@ -313,6 +323,25 @@ fn write_if_changed(path: &Path, text: &str) {
     fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
+/// Takes `<work>/.lock` for as long as the returned file lives. Two builds can share one guest
+/// target directory (a debug and a release build of the host, `--all-targets`, an editor's
+/// checker beside a terminal): one at a time may patch the sources, clean, build and read the
+/// module, or one could delete what the other is about to read, or record its patch set over
+/// the other's build.
+pub fn lock(work: &Path) -> fs::File {
+    fs::create_dir_all(work).unwrap_or_else(|e| panic!("create {}: {e}", work.display()));
+    let path = work.join(".lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    file.lock()
+        .unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
+    file
+}
+
 /// Whether the patched crates and the guest must be cleaned before building this patch set.
 ///
 /// Cargo names a path dependency's library without a hash (`libboa_engine.rlib`), so builds of
@@ -320,15 +349,15 @@ fn write_if_changed(path: &Path, text: &str) {
 /// to a patch set built before would find that fingerprint fresh and link the other set's
 /// library: a stale guest. So when the patch set differs from the one the target directory last
 /// built (or that is unknown), they are cleaned first, and the set is recorded once the build
-/// succeeded ([`record_built`]). The record is forgotten here, before the clean, so that a build
-/// interrupted after it cleans again.
-pub fn needs_clean(prepared: &Prepared, target_dir: &Path) -> bool {
-    let stamp = built_stamp(target_dir);
-    if fs::read_to_string(&stamp).is_ok_and(|built| built == prepared.patch_set) {
-        return false;
-    }
-    let _ = fs::remove_file(&stamp);
-    true
+/// succeeded ([`record_built`]).
+pub fn built_set_differs(prepared: &Prepared, target_dir: &Path) -> bool {
+    !fs::read_to_string(built_stamp(target_dir)).is_ok_and(|built| built == prepared.patch_set)
+}
+
+/// Forgets which patch set the target directory built, before cleaning it: a build interrupted
+/// after the clean must clean again.
+pub fn forget_built(target_dir: &Path) {
+    let _ = fs::remove_file(built_stamp(target_dir));
 }
 
 /// Records that the target directory's guest was built with `prepared`'s patch set.
