@@ -58,13 +58,7 @@ fn main() {
         for name in &prepared.crates {
             clean.args(["-p", name]);
         }
-        let status = clean
-            .status()
-            .expect("could not start cargo to clean the guest's patched crates");
-        assert!(
-            status.success(),
-            "cleaning the guest's patched crates failed"
-        );
+        succeed(clean, "clean the guest's patched crates");
     }
     // Not `--locked`: cargo rewrites the patched crate's lock entry (a path has no checksum);
     // `check_lock` below proves nothing else moved. Offline: `prepare` fetched everything.
@@ -73,13 +67,7 @@ fn main() {
         "CARGO_ENCODED_RUSTFLAGS",
         format!("-Clink-arg=-zstack-size={GUEST_STACK_BYTES}"),
     );
-    let status = command
-        .status()
-        .expect("could not start cargo to build the guest");
-    assert!(
-        status.success(),
-        "building the guest for wasm32-wasip1 failed"
-    );
+    succeed(command, "build the guest for wasm32-wasip1");
     patched_boa::check_lock(&guest_dir, &prepared.manifest);
     patched_boa::record_built(&prepared, &target_dir);
 
@@ -133,6 +121,14 @@ fn guest_cargo(
         command.env_remove(var);
     }
     command
+}
+
+/// Runs `command`, which must succeed at `doing`.
+fn succeed(mut command: Command, doing: &str) {
+    let status = command
+        .status()
+        .unwrap_or_else(|e| panic!("could not start cargo to {doing}: {e}"));
+    assert!(status.success(), "cargo could not {doing}");
 }
 
 const GUEST_TARGET: &str = "wasm32-wasip1";
