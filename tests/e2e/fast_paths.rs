@@ -3,14 +3,17 @@
 //! objects, arrays filled in order, `[[Get]]` of own data properties, property additions replayed
 //! from a set site, compound assignment to a register in place, loop literals loaded once, class
 //! constructors without a function environment, `new` of a class taking its prototype from
-//! the home object, concatenation appending in place and `push` onto dense elements, agree
+//! the home object, concatenation appending in place, `push` onto dense elements, binary
+//! operators parsed by precedence climbing, and `**` and postfix `++`/`--` as the language
+//! defines them, agree
 //! with Node on `fixtures/fast-paths.js`: each shortcut beside the cases that must leave it
 //! (repeated and index keys, accessors, objects changed while they are serialised, replaced
 //! iterator methods, getters that step the iterator being stepped, proxies, typed arrays,
 //! generators, inherited and exotic reads, right-hand sides that write the binding, `const`s,
 //! constructors whose arrow functions capture `this`, `new.target`, `super`, `arguments` or
 //! direct eval, another `new.target`, strings kept or appended to again, elements and setters on
-//! the prototypes, frozen arrays and read-only lengths).
+//! the prototypes, frozen arrays and read-only lengths, every pair of binary operators, a slash
+//! as division or regular expression, `#x in`, and the syntax errors of the operator levels).
 
 use codemode_e2e::fixture_cases_beside_node;
 
