@@ -4,8 +4,8 @@
 //! from a set site, compound assignment to a register in place, loop literals loaded once, class
 //! constructors without a function environment, `new` of a class taking its prototype from
 //! the home object, concatenation appending in place, `push` onto dense elements, binary
-//! operators parsed by precedence climbing, and `**` and postfix `++`/`--` as the language
-//! defines them, agree
+//! operators parsed by precedence climbing, `**` and postfix `++`/`--` as the language
+//! defines them, and `new Set`/`new Map` adding without a call per value, agree
 //! with Node on `fixtures/fast-paths.js`: each shortcut beside the cases that must leave it
 //! (repeated and index keys, accessors, objects changed while they are serialised, replaced
 //! iterator methods, getters that step the iterator being stepped, proxies, typed arrays,
@@ -13,7 +13,8 @@
 //! constructors whose arrow functions capture `this`, `new.target`, `super`, `arguments` or
 //! direct eval, another `new.target`, strings kept or appended to again, elements and setters on
 //! the prototypes, frozen arrays and read-only lengths, every pair of binary operators, a slash
-//! as division or regular expression, `#x in`, and the syntax errors of the operator levels).
+//! as division or regular expression, `#x in`, the syntax errors of the operator levels, and
+//! replaced, subclassed and throwing adders).
 
 use codemode_e2e::fixture_cases_beside_node;
 
