@@ -5,7 +5,8 @@
 //! constructors without a function environment, `new` of a class taking its prototype from
 //! the home object, concatenation appending in place, `push` onto dense elements, binary
 //! operators parsed by precedence climbing, `**` and postfix `++`/`--` as the language
-//! defines them, and `new Set`/`new Map` adding without a call per value, agree
+//! defines them, `new Set`/`new Map` adding without a call per value, property reads and writes
+//! through the inline cache and `Map`/`Set` keys hashed with Fx, agree
 //! with Node on `fixtures/fast-paths.js`: each shortcut beside the cases that must leave it
 //! (repeated and index keys, accessors, objects changed while they are serialised, replaced
 //! iterator methods, getters that step the iterator being stepped, proxies, typed arrays,
@@ -13,14 +14,16 @@
 //! constructors whose arrow functions capture `this`, `new.target`, `super`, `arguments` or
 //! direct eval, another `new.target`, strings kept or appended to again, elements and setters on
 //! the prototypes, frozen arrays and read-only lengths, every pair of binary operators, a slash
-//! as division or regular expression, `#x in`, the syntax errors of the operator levels, and
-//! replaced, subclassed and throwing adders).
+//! as division or regular expression, `#x in`, the syntax errors of the operator levels,
+//! replaced, subclassed and throwing adders, shapes that die between reads, prototypes that
+//! gain and lose properties, built-in objects changed in place, getters and setters that change
+//! the object, array lengths, writes through `super`, and keys of every kind).
 
 use codemode_e2e::fixture_cases_beside_node;
 
 #[tokio::test]
 async fn the_fast_paths_agree_with_node() {
-    let (node, ours) = fixture_cases_beside_node("fast-paths.js", 40).await;
+    let (node, ours) = fixture_cases_beside_node("fast-paths.js", 140).await;
     for (node, ours) in node.iter().zip(&ours) {
         assert_eq!(ours, node, "case {}", node[0]);
     }
