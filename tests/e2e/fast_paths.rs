@@ -6,7 +6,8 @@
 //! the home object, concatenation appending in place, `push` onto dense elements, binary
 //! operators parsed by precedence climbing, `**` and postfix `++`/`--` as the language
 //! defines them, `new Set`/`new Map` adding without a call per value, property reads and writes
-//! through the inline cache and `Map`/`Set` keys hashed with Fx, agree
+//! through the inline cache, `Map`/`Set` keys hashed with Fx and string iterators stepped
+//! without result objects, agree
 //! with Node on `fixtures/fast-paths.js`: each shortcut beside the cases that must leave it
 //! (repeated and index keys, accessors, objects changed while they are serialised, replaced
 //! iterator methods, getters that step the iterator being stepped, proxies, typed arrays,
@@ -17,7 +18,8 @@
 //! as division or regular expression, `#x in`, the syntax errors of the operator levels,
 //! replaced, subclassed and throwing adders, shapes that die between reads, prototypes that
 //! gain and lose properties, built-in objects changed in place, getters and setters that change
-//! the object, array lengths, writes through `super`, and keys of every kind).
+//! the object, array lengths, writes through `super`, keys of every kind, surrogates, iterators
+//! also stepped by hand, and arrays that change while they are iterated).
 
 use codemode_e2e::fixture_cases_beside_node;
 
