@@ -6,8 +6,8 @@
 //! the home object, concatenation appending in place, `push` onto dense elements, binary
 //! operators parsed by precedence climbing, `**` and postfix `++`/`--` as the language
 //! defines them, `new Set`/`new Map` adding without a call per value, property reads and writes
-//! through the inline cache, `Map`/`Set` keys hashed with Fx and string iterators stepped
-//! without result objects, agree
+//! through the inline cache, `Map`/`Set` keys hashed with Fx, string iterators stepped
+//! without result objects, built-ins entered one way and equality without clones, agree
 //! with Node on `fixtures/fast-paths.js`: each shortcut beside the cases that must leave it
 //! (repeated and index keys, accessors, objects changed while they are serialised, replaced
 //! iterator methods, getters that step the iterator being stepped, proxies, typed arrays,
@@ -19,13 +19,15 @@
 //! replaced, subclassed and throwing adders, shapes that die between reads, prototypes that
 //! gain and lose properties, built-in objects changed in place, getters and setters that change
 //! the object, array lengths, writes through `super`, keys of every kind, surrogates, iterators
-//! also stepped by hand, and arrays that change while they are iterated).
+//! also stepped by hand, arrays that change while they are iterated, every kind of value
+//! compared with every other, built-ins called with many arguments from inside each other,
+//! and array iterators over array-likes, `arguments` and proxies).
 
 use codemode_e2e::fixture_cases_beside_node;
 
 #[tokio::test]
 async fn the_fast_paths_agree_with_node() {
-    let (node, ours) = fixture_cases_beside_node("fast-paths.js", 140).await;
+    let (node, ours) = fixture_cases_beside_node("fast-paths.js", 150).await;
     for (node, ours) in node.iter().zip(&ours) {
         assert_eq!(ours, node, "case {}", node[0]);
     }
