@@ -7,7 +7,8 @@
 //! operators parsed by precedence climbing, `**` and postfix `++`/`--` as the language
 //! defines them, `new Set`/`new Map` adding without a call per value, property reads and writes
 //! through the inline cache, `Map`/`Set` keys hashed with Fx, string iterators stepped
-//! without result objects, built-ins entered one way and equality without clones, agree
+//! without result objects, built-ins entered one way, equality without clones and names read
+//! through their compiled locators, agree
 //! with Node on `fixtures/fast-paths.js`: each shortcut beside the cases that must leave it
 //! (repeated and index keys, accessors, objects changed while they are serialised, replaced
 //! iterator methods, getters that step the iterator being stepped, proxies, typed arrays,
@@ -21,7 +22,8 @@
 //! the object, array lengths, writes through `super`, keys of every kind, surrogates, iterators
 //! also stepped by hand, arrays that change while they are iterated, every kind of value
 //! compared with every other, built-ins called with many arguments from inside each other,
-//! and array iterators over array-likes, `arguments` and proxies).
+//! array iterators over array-likes, `arguments` and proxies, and names read through `with`,
+//! direct eval and deleted bindings).
 
 use codemode_e2e::fixture_cases_beside_node;
 
