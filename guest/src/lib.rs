@@ -11,6 +11,7 @@
 //! validation of what leaves the sandbox are all re-done on the host.
 
 mod calls;
+mod heap;
 mod host;
 mod jobs;
 mod json_in;
@@ -401,6 +402,7 @@ pub extern "C" fn cm_init() {
     if let Ok(pair) = new_context() {
         PREPARED.with_borrow_mut(|slot| *slot = Some(pair));
     }
+    heap::start_run_heap();
 }
 
 /// Entry point: evaluate the program and drain its jobs.
