@@ -8,9 +8,9 @@
 //! empty above the image, on pages no instance shares, so they fill fresh pages in order, and
 //! the image's pages stay shared unless the program writes to a value built before the run.
 //!
-//! Blocks allocated before the switch are never given back during a run: freeing one would write
-//! to the image's pages for no gain, since an instance is thrown away when its run ends. What a
-//! run leaks that way is bounded by the image's heap.
+//! Blocks allocated before the switch are never given back during a run (a resize copies them):
+//! freeing one would write to the image's pages for no gain, since an instance is thrown away
+//! when its run ends. What a run leaks that way is bounded by the image's heap.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::{Cell, UnsafeCell};
@@ -19,7 +19,9 @@ use dlmalloc::Dlmalloc;
 
 /// The heap in force, and from where the run's heap begins.
 struct State {
-    /// Every address at or above this belongs to the run's heap; `usize::MAX` until the switch.
+    /// Where the run's heap begins; `usize::MAX` until the switch. Every block this allocator
+    /// made before the switch lies below it. The C library's `malloc` may grow memory above it
+    /// during the run too, but its blocks never come back through this allocator.
     run_from: usize,
     run: Dlmalloc<RunPages>,
 }
@@ -30,7 +32,8 @@ pub struct Heap {
 
 // SAFETY: wasm32-wasip1 has no threads, so the state is never reached from two threads at once;
 // and no allocator entry point calls another, so no `&mut State` made below ever overlaps
-// another.
+// another. (dlmalloc's own checks panic, and a panic may allocate, only on a layout that breaks
+// `GlobalAlloc`'s contract, which is undefined behaviour already.)
 unsafe impl Sync for Heap {}
 
 #[global_allocator]
@@ -56,6 +59,9 @@ const fn run_heap() -> Dlmalloc<RunPages> {
         end: Cell::new(0),
     });
     assert!(heap.set_granularity(GRANULARITY));
+    // Nothing is ever given back to `RunPages`, so the periodic search for memory to release
+    // would only cost time.
+    heap.set_max_release_check_rate(0);
     heap
 }
 
@@ -75,14 +81,22 @@ pub fn start_run_heap() {
     let pages = state.run.allocator();
     let previous = core::arch::wasm32::memory_grow(0, SET_ASIDE_PAGES);
     if previous == usize::MAX {
-        let end = core::arch::wasm32::memory_size(0) * WASM_PAGE;
+        let end = address_of_page(core::arch::wasm32::memory_size(0));
         pages.next.set(end);
         pages.end.set(end);
     } else {
-        pages.next.set(previous * WASM_PAGE);
-        pages.end.set((previous + SET_ASIDE_PAGES) * WASM_PAGE);
+        pages.next.set(address_of_page(previous));
+        pages.end.set(address_of_page(previous + SET_ASIDE_PAGES));
     }
     state.run_from = pages.next.get();
+}
+
+/// The address where wasm page `page` begins. Memory that reaches the top of the address space
+/// would end at address 0, which no Rust allocation may contain: its end is taken a granule
+/// short of the top instead.
+fn address_of_page(page: usize) -> usize {
+    page.checked_mul(WASM_PAGE)
+        .unwrap_or(usize::MAX - (GRANULARITY - 1))
 }
 
 /// The memory the run's heap takes from, in pieces of `GRANULARITY`: the pages set aside at the
@@ -97,7 +111,7 @@ impl RunPages {
     /// Grows memory so that `[next, end)` holds `size` bytes. Memory grown by someone else since
     /// (the C library's `malloc`) leaves a gap: the pages before it are then abandoned.
     fn extend(&self, size: usize) -> bool {
-        let memory_end = core::arch::wasm32::memory_size(0) * WASM_PAGE;
+        let memory_end = address_of_page(core::arch::wasm32::memory_size(0));
         let contiguous = memory_end == self.end.get();
         let short = if contiguous {
             size - (self.end.get() - self.next.get())
@@ -109,16 +123,11 @@ impl RunPages {
         if previous == usize::MAX {
             return false;
         }
-        let grown = previous * WASM_PAGE;
+        let grown = address_of_page(previous);
         if grown != self.end.get() {
             self.next.set(grown);
         }
-        // Memory that reaches the top of the address space would end at address 0, which no
-        // Rust allocation may contain: keep its last bytes out.
-        let end = grown
-            .checked_add(pages * WASM_PAGE)
-            .unwrap_or(usize::MAX - (GRANULARITY - 1));
-        self.end.set(end);
+        self.end.set(address_of_page(previous + pages));
         self.end.get() - self.next.get() >= size
     }
 }

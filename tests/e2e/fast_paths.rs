@@ -24,8 +24,8 @@
 //! compared with every other, built-ins called with many arguments from inside each other,
 //! array iterators over array-likes, `arguments` and proxies, and names read through `with`,
 //! direct eval and deleted bindings). The last case changes values built before the run (the
-//! global object, built-in prototypes, the symbol registry), which the run's own heap
-//! (`guest/src/heap.rs`) copies out when they grow and never frees in place.
+//! global object and built-in prototypes), which the run's own heap (`guest/src/heap.rs`) copies
+//! out when they are resized and never frees in place.
 
 use codemode_e2e::fixture_cases_beside_node;
 
