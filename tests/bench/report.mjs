@@ -317,9 +317,11 @@ function render(results) {
         "The guest's `JSON.parse` is a native JSON parser in front of Boa's (which runs the whole " +
         'JavaScript parser over the text); native Boa below uses Boa\'s own, which is most of its compute time. ' +
         'Its RSS per instance includes the pages of the cached module file each instance maps; how many a ' +
-        'fault maps depends on how that file sits in the page cache (the same build measures ±10 % apart ' +
-        'with the file freshly written or read back), so the private (anonymous) part is the figure to ' +
-        'compare between builds.',
+        'fault maps depends on how that file sits in the page cache (one build measured 1.26 MiB with the ' +
+        'file read back into a dropped page cache and 1.57 MiB just after writing it; this table is ' +
+        'measured after `echo 1 > /proc/sys/vm/drop_caches` where the machine allows it), so the ' +
+        'private (anonymous) part is the figure to compare between builds, and the file pages are shared ' +
+        'by every instance.',
     );
   }
   for (const s of peers) {

@@ -34,6 +34,11 @@ python3 -m venv "$out/monty-venv"
 "$out/monty-venv/bin/pip" install --quiet --disable-pip-version-check -r tests/bench/requirements.txt
 
 step "measure codemode"
+# RSS per instance counts the module file's pages each instance maps, which depends on how the
+# file sits in the page cache (just written, or read back); start from a dropped cache where the
+# machine allows it, so that builds compare alike.
+sync
+echo 1 2>/dev/null >/proc/sys/vm/drop_caches || echo "page cache not dropped (needs root)" >&2
 # Older builds lack the interruption study; their report simply leaves that section out.
 if "$codemode" bench --help | grep -q -- '--interruption'; then
   "$codemode" bench --json --interruption >"$out/codemode.json"
