@@ -224,7 +224,9 @@ unsafe impl GlobalAlloc for Heap {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let state = self.state();
         if state.from_run_heap(ptr) {
-            return state.run.realloc(ptr, layout.size(), layout.align(), new_size);
+            return state
+                .run
+                .realloc(ptr, layout.size(), layout.align(), new_size);
         }
         if !state.running() {
             return System.realloc(ptr, layout, new_size);
