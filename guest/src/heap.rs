@@ -78,16 +78,16 @@ pub fn start_run_heap() {
     if state.running() {
         return;
     }
-    let pages = state.run.allocator();
-    let previous = core::arch::wasm32::memory_grow(0, SET_ASIDE_PAGES);
-    if previous == usize::MAX {
-        let end = address_of_page(core::arch::wasm32::memory_size(0));
-        pages.next.set(end);
-        pages.end.set(end);
+    let start = core::arch::wasm32::memory_size(0);
+    // Without the set-aside pages, the heap grows memory from its first allocation.
+    let set_aside = if core::arch::wasm32::memory_grow(0, SET_ASIDE_PAGES) == usize::MAX {
+        0
     } else {
-        pages.next.set(address_of_page(previous));
-        pages.end.set(address_of_page(previous + SET_ASIDE_PAGES));
-    }
+        SET_ASIDE_PAGES
+    };
+    let pages = state.run.allocator();
+    pages.next.set(address_of_page(start));
+    pages.end.set(address_of_page(start + set_aside));
     state.run_from = pages.next.get();
 }
 
@@ -123,9 +123,8 @@ impl RunPages {
         if previous == usize::MAX {
             return false;
         }
-        let grown = address_of_page(previous);
-        if grown != self.end.get() {
-            self.next.set(grown);
+        if !contiguous {
+            self.next.set(address_of_page(previous));
         }
         self.end.set(address_of_page(previous + pages));
         self.end.get() - self.next.get() >= size
