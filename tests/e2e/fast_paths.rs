@@ -8,7 +8,8 @@
 //! defines them, `new Set`/`new Map` adding without a call per value, property reads and writes
 //! through the inline cache, `Map`/`Set` keys hashed with Fx, string iterators stepped
 //! without result objects, built-ins entered one way, equality without clones and names read
-//! through their compiled locators, agree
+//! through their compiled locators, writes by key to existing properties, strings joined with
+//! integers, and `Map`/`Set` calls and `push` answered without entering the built-in, agree
 //! with Node on `fixtures/fast-paths.js`: each shortcut beside the cases that must leave it
 //! (repeated and index keys, accessors, objects changed while they are serialised, replaced
 //! iterator methods, getters that step the iterator being stepped, proxies, typed arrays,
@@ -23,9 +24,10 @@
 //! also stepped by hand, arrays that change while they are iterated, every kind of value
 //! compared with every other, built-ins called with many arguments from inside each other,
 //! array iterators over array-likes, `arguments` and proxies, and names read through `with`,
-//! direct eval and deleted bindings). The last case changes values built before the run (the
-//! global object and built-in prototypes), which the run's own heap (`guest/src/heap.rs`) copies
-//! out when they are resized and never frees in place.
+//! direct eval and deleted bindings, and receivers, keys and arrays the new shortcuts must
+//! leave). One case changes values built before the run (the global object and built-in
+//! prototypes), which the run's own heap (`guest/src/heap.rs`) copies out when they are resized
+//! and never frees in place.
 
 use codemode_e2e::fixture_cases_beside_node;
 
