@@ -9,7 +9,8 @@
 //! through the inline cache, `Map`/`Set` keys hashed with Fx, string iterators stepped
 //! without result objects, built-ins entered one way, equality without clones and names read
 //! through their compiled locators, writes by key to existing properties, strings joined with
-//! integers, and `Map`/`Set` calls and `push` answered without entering the built-in, agree
+//! integers, `Map`/`Set` calls and `push` answered without entering the built-in, and captured
+//! bindings read with one walk down the environment chain, agree
 //! with Node on `fixtures/fast-paths.js`: each shortcut beside the cases that must leave it
 //! (repeated and index keys, accessors, objects changed while they are serialised, replaced
 //! iterator methods, getters that step the iterator being stepped, proxies, typed arrays,
@@ -24,8 +25,9 @@
 //! also stepped by hand, arrays that change while they are iterated, every kind of value
 //! compared with every other, built-ins called with many arguments from inside each other,
 //! array iterators over array-likes, `arguments` and proxies, and names read through `with`,
-//! direct eval and deleted bindings, and receivers, keys and arrays the new shortcuts must
-//! leave). One case changes values built before the run (the global object and built-in
+//! direct eval and deleted bindings, receivers, keys and arrays the new shortcuts must leave,
+//! and captured bindings read before initialisation, under `with` and after an `eval` or a
+//! `delete`). One case changes values built before the run (the global object and built-in
 //! prototypes), which the run's own heap (`guest/src/heap.rs`) copies out when they are resized
 //! and never frees in place.
 
@@ -33,7 +35,7 @@ use codemode_e2e::fixture_cases_beside_node;
 
 #[tokio::test]
 async fn the_fast_paths_agree_with_node() {
-    let (node, ours) = fixture_cases_beside_node("fast-paths.js", 170).await;
+    let (node, ours) = fixture_cases_beside_node("fast-paths.js", 173).await;
     for (node, ours) in node.iter().zip(&ours) {
         assert_eq!(ours, node, "case {}", node[0]);
     }
