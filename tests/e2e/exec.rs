@@ -449,6 +449,29 @@ async fn terminals_behaviour(kind: Kind) {
     let after = rig.call(&agent, "terminal_list", json!({})).await;
     assert_eq!(after.value(), Some(&json!({"terminals": []})));
 
+    // Closing ends a program that ignores the hangup too, once the shell has gone.
+    let opened = rig.call(&agent, "terminal_open", json!({})).await;
+    let id = opened.value().unwrap()["terminalId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    send(
+        &rig,
+        &agent,
+        &id,
+        "nohup sleep 30 >/dev/null 2>&1 & echo $! > hup.pid\n",
+    )
+    .await;
+    let pid = read_pid(&rig.path("hup.pid")).await;
+    let closed = rig
+        .call(&agent, "terminal_close", json!({"terminalId": id}))
+        .await;
+    assert!(!closed.is_error(), "{}", closed.text());
+    assert!(
+        gone(pid).await,
+        "a program that ignores SIGHUP outlived terminal_close"
+    );
+
     // Teardown closes what is left.
     let opened = rig.call(&agent, "terminal_open", json!({})).await;
     let id = opened.value().unwrap()["terminalId"]

@@ -56,8 +56,10 @@ impl From<ExitStatus> for Exit {
 pub struct Process {
     child: Box<dyn ChildWrapper>,
     exit: Option<Exit>,
-    /// Whether the leader leads a session too (then its id is the session's).
-    session: bool,
+    /// The session the leader leads, if it leads one: its id, the leader's, kept from the
+    /// start because a reaped leader no longer reports it. It stays the session's while any
+    /// member lives (the kernel reuses no id that a live session or group still bears).
+    session: Option<i32>,
     /// Its place among the runtime's running commands, given back when the leader exits.
     admission: Option<tokio::sync::OwnedSemaphorePermit>,
 }
@@ -173,6 +175,9 @@ impl Process {
         let child = command
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", spec.program.display()))?;
+        let session = session
+            .then(|| child.id().and_then(|id| i32::try_from(id).ok()))
+            .flatten();
         // The command holds the parent's copies of the child's descriptors until it is
         // dropped: without this a pipe's reader would never see the end of the output.
         drop(command);
@@ -212,10 +217,7 @@ impl Process {
     /// that is already gone is not an error.
     pub fn signal(&self, signal: i32) {
         let _ = self.child.signal(signal);
-        if !self.session {
-            return;
-        }
-        if let Some(session) = self.child.id().and_then(|id| i32::try_from(id).ok()) {
+        if let Some(session) = self.session {
             signal_session(session, signal);
         }
     }

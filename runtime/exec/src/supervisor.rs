@@ -115,7 +115,12 @@ async fn stop(process: &mut Process, stop_with: StopWith, grace: Duration) -> Ex
         StopWith::HangUp => {
             process.signal(libc::SIGHUP);
             match tokio::time::timeout(grace, process.wait()).await {
-                Ok(exit) => exit,
+                // What the hangup did not end goes too: a job the shell forked just as it
+                // arrived still had the shell's handler for it, not yet its own program's.
+                Ok(exit) => {
+                    process.signal(libc::SIGKILL);
+                    exit
+                }
                 Err(_) => process.terminate(grace).await,
             }
         }
