@@ -28,9 +28,10 @@
 //! array iterators over array-likes, `arguments` and proxies, and names read through `with`,
 //! direct eval and deleted bindings, receivers, keys and arrays the new shortcuts must leave,
 //! captured bindings read before initialisation, under `with` and after an `eval` or a
-//! `delete`, and last arguments that assign, are calls or spreads, or run getters). One case changes values built before the run (the global object and built-in
-//! prototypes), which the run's own heap (`guest/src/heap.rs`) copies out when they are resized
-//! and never frees in place.
+//! `delete`, and last arguments that assign, are calls or spreads, or run getters). One case
+//! changes values built before the run (the global object and built-in prototypes), which the
+//! run's own heap (`guest/src/heap.rs`) copies out when they are resized and never frees in
+//! place.
 
 use codemode_e2e::fixture_cases_beside_node;
 

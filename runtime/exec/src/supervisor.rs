@@ -115,8 +115,9 @@ async fn stop(process: &mut Process, stop_with: StopWith, grace: Duration) -> Ex
         StopWith::HangUp => {
             process.signal(libc::SIGHUP);
             match tokio::time::timeout(grace, process.wait()).await {
-                // What the hangup did not end goes too: a job the shell forked just as it
-                // arrived still had the shell's handler for it, not yet its own program's.
+                // What the hangup did not end goes too, once the shell has: a program that
+                // ignores it (`nohup`), or a job the shell forked just as it arrived, which
+                // still had the shell's handler for it rather than its own program's.
                 Ok(exit) => {
                     process.signal(libc::SIGKILL);
                     exit
