@@ -399,8 +399,11 @@ fn syntax_position(message: &str) -> (u32, u32) {
 /// starts from a ready engine. It must not read clocks or randomness or call the host.
 #[no_mangle]
 pub extern "C" fn cm_init() {
-    if let Ok(pair) = new_context() {
-        PREPARED.with_borrow_mut(|slot| *slot = Some(pair));
+    if let Ok((mut context, prelude)) = new_context() {
+        // The run's parser interns the program's names; frozen, the snapshot's tables stay
+        // shared and those names go to fresh tables on the run's own heap.
+        context.interner_mut().freeze();
+        PREPARED.with_borrow_mut(|slot| *slot = Some((context, prelude)));
     }
     heap::start_run_heap();
 }

@@ -1,6 +1,6 @@
 //! Boa as the guest runs it: the registry's Boa crates with the patches in
 //! `guest/patches/<crate>/*.patch` applied, in order (today `boa_engine`, `boa_gc`, `boa_ast`,
-//! `boa_string` and `boa_parser`).
+//! `boa_string`, `boa_parser` and `boa_interner`).
 //!
 //! Each patch opens with a `Subject:` line and the why of the change, and an `Upstreamable:`
 //! line (checked here) saying whether it could go upstream as it is. They are applied at build
