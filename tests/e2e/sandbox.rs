@@ -75,6 +75,35 @@ async fn console_inspects_with_depth_and_length_limits() {
     assert_eq!(r.logs[5], "Thing { z: 1 } { 'needs-quotes': 1 } it's");
 }
 
+/// The program is the body of a strict async function called without a `this`, given its
+/// namespaces as arguments; however it is wrapped, the wrapper leaves no global behind.
+#[tokio::test]
+async fn the_program_is_the_body_of_a_strict_async_function() {
+    let r = run(r#"
+        let undeclared = 'assigned';
+        try { notDeclared = 1; } catch (e) { undeclared = e.name; }
+        return {
+            thisValue: typeof this,
+            argumentsAreTheNamespaces: arguments[0] === tools,
+            undeclared,
+            wrapperGlobals: Object.getOwnPropertyNames(globalThis).filter((n) => /codemode/i.test(n)),
+            awaited: await Promise.resolve(1),
+        };
+    "#)
+    .await;
+    assert_eq!(
+        value(&r),
+        json!({
+            "thisValue": "undefined",
+            "argumentsAreTheNamespaces": true,
+            "undeclared": "ReferenceError",
+            "wrapperGlobals": [],
+            "awaited": 1,
+        }),
+        "{r:?}"
+    );
+}
+
 #[tokio::test]
 async fn returning_nothing_has_no_value() {
     let r = run("console.log('only logs');").await;
