@@ -86,7 +86,7 @@ async fn the_program_is_the_body_of_a_strict_async_function() {
             thisValue: typeof this,
             argumentsAreTheNamespaces: arguments[0] === tools,
             undeclared,
-            wrapperGlobals: Object.getOwnPropertyNames(globalThis).filter((n) => /codemode/i.test(n)),
+            wrapperGlobals: Object.getOwnPropertyNames(globalThis).filter((n) => /codemode|ƒ/i.test(n)),
             awaited: await Promise.resolve(1),
         };
     "#)
@@ -102,6 +102,18 @@ async fn the_program_is_the_body_of_a_strict_async_function() {
         }),
         "{r:?}"
     );
+}
+
+/// Identifiers of ASCII letters, digits, `$` and `_` take the lexer's ASCII path; any other
+/// character is looked up in Unicode's identifier sets.
+#[tokio::test]
+async fn identifiers_beyond_ascii_still_lex() {
+    let r = run(r#"
+        const café = 1, π = 2, $_x9 = 3, ಠ_ಠ = 4, \u0078y = 5, zero\u200Cwidth = 6;
+        return [café + π + $_x9 + ಠ_ಠ + xy + zero\u200Cwidth, typeof ƒ];
+    "#)
+    .await;
+    assert_eq!(value(&r), json!([21, "function"]), "{r:?}");
 }
 
 #[tokio::test]
