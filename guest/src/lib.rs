@@ -345,26 +345,30 @@ fn new_context() -> JsResult<(Context, Prelude)> {
     Ok((context, prelude))
 }
 
-/// The async function the program is the body of, declared as `MAIN`, its text starting on line
-/// 2. The script around it, `'use strict';{…MAIN}`, declares it in a block, whose completion
-/// value it is: strict, the declaration is scoped to the block and makes no global. Parsed as a
-/// declaration, the wrapper costs the parser none of the descents through the expression grammar
-/// a parenthesised function expression took (two, 9.6 KiB of the guest's stack each).
-fn wrapped(parameters: &str, program: &str) -> String {
-    format!("async function {MAIN}({parameters}) {{\n{program}\n}}")
+/// The script a program runs as: `'use strict';{async function MAIN(…) {⏎program⏎}MAIN}`, with
+/// the program starting on line 2, and where in it the function's own text lies (what
+/// `Function.prototype.toString` gives for it). The function is declared in a block, whose
+/// completion value it is: strict, the declaration is scoped to the block and makes no global.
+/// Parsed as a declaration, the wrapper costs the parser none of the descents through the
+/// expression grammar a parenthesised function expression took (two, 9.6 KiB of the guest's
+/// stack each).
+fn script(parameters: &str, program: &str) -> (String, std::ops::Range<usize>) {
+    const OPEN: &str = "'use strict';{";
+    let source = format!("{OPEN}async function {MAIN}({parameters}) {{\n{program}\n}}{MAIN}}}");
+    let function = OPEN.len()..source.len() - MAIN.len() - 1;
+    (source, function)
 }
 
 /// Installs the namespaces, compiles the program as the body of an async function and starts it.
 fn start(boot: &codemode_wire::Boot<'_>, context: &mut Context, prelude: &Prelude) -> JsResult<()> {
     let (names, values) = install(boot, prelude, context)?;
     // Parameter names were checked as portable identifiers by the host before the run.
-    let function = wrapped(&names.join(", "), boot.program);
-    let source = format!("'use strict';{{{function}{MAIN}}}");
+    let (source, function) = script(&names.join(", "), boot.program);
     let compiled =
         context.eval(Source::from_bytes(source.as_bytes()).with_path(Path::new(PROGRAM_PATH)));
     match compiled {
         Ok(main) => {
-            let expected = function.encode_utf16().count();
+            let expected = source.get(function).map_or(0, |f| f.encode_utf16().count());
             let values = JsArray::from_iter(values, context);
             prelude.start.call(
                 &JsValue::undefined(),
@@ -411,7 +415,7 @@ fn syntax_position(message: &str) -> (u32, u32) {
 pub extern "C" fn cm_init() {
     if let Ok((mut context, prelude)) = new_context() {
         // A first script in the program's shape, evaluated here rather than by every run.
-        let warm_up = format!("'use strict';{{{}{MAIN}}}", wrapped("tools", "return 1"));
+        let (warm_up, _) = script("tools", "return 1");
         let _ = context.eval(Source::from_bytes(warm_up.as_bytes()));
         // The run's parser interns the program's names; frozen, the snapshot's tables stay
         // shared and those names go to fresh tables on the run's own heap.
