@@ -63,10 +63,14 @@ fn main() {
     // Not `--locked`: cargo rewrites the patched crate's lock entry (a path has no checksum);
     // `check_lock` below proves nothing else moved. Offline: `prepare` fetched everything.
     let mut command = guest_cargo(&cargo, "build", &guest_dir, &prepared, &target_dir);
-    command.env(
-        "CARGO_ENCODED_RUSTFLAGS",
+    // The stack's bounds are exported (as globals holding the addresses) so that the host can
+    // give a waiting run's stack pages back to the kernel: nothing lives there between calls.
+    let flags = [
         format!("-Clink-arg=-zstack-size={GUEST_STACK_BYTES}"),
-    );
+        "-Clink-arg=--export=__stack_low".to_string(),
+        "-Clink-arg=--export=__stack_high".to_string(),
+    ];
+    command.env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
     succeed(command, "build the guest for wasm32-wasip1");
     patched_boa::check_lock(&guest_dir, &prepared.manifest);
     patched_boa::record_built(&prepared, &target_dir);

@@ -832,3 +832,43 @@ async fn a_binding_started_before_a_busy_loop_makes_progress_during_it() {
         finished.duration_since(started)
     );
 }
+
+/// A run that waits a while gives its stack pages back to the kernel (the private memory of a
+/// waiting instance, `codemode bench`'s `private_per_instance_mib`), and its frames afterwards,
+/// a deep recursion and a nested parse, run on the pages that come back just the same.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_waiting_run_gives_its_stack_back_and_goes_on() {
+    let program = r#"
+        const depth = (n) => (n === 0 ? 0 : 1 + depth(n - 1));
+        const nested = (n) => JSON.parse('['.repeat(n) + ']'.repeat(n));
+        const before = depth(500);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        const after = depth(500);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        const sorted = [3, 1, 2].sort((a, b) => [a].map((x) => x - b)[0]);
+        return [before, after, JSON.stringify(nested(1000)).length, sorted];
+    "#;
+    let rt = codemode_host::WasmCodeRuntime::new(codemode_host::Budgets::default()).unwrap();
+    let (result, metrics) = rt
+        .run_measured(RunRequest {
+            program: program.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(value(&result), json!([500, 500, 2000, [1, 2, 3]]));
+    // Once in each wait: both outlast the interval, and the guest ran between them.
+    assert_eq!(metrics.stack_given_back, 2);
+
+    // A run that never waits pays nothing for it.
+    let (result, metrics) = rt
+        .run_measured(RunRequest {
+            program: "return 1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(value(&result), json!(1));
+    assert_eq!(metrics.stack_given_back, 0);
+}

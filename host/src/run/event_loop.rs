@@ -13,6 +13,7 @@ use crate::config::Budgets;
 
 use super::outcome::{failure_from_error, failure_from_stop};
 use super::pause::restore;
+use super::stack::{self, GIVE_BACK_AFTER};
 use super::state::{alongside_calls, RunState};
 use super::{Resumed, RunMetrics, Stop};
 
@@ -23,15 +24,21 @@ enum Next {
     NeverSettles,
     /// Everything left to wait on is a pausing call.
     Pause,
+    /// The guest has waited long enough to give its stack back.
+    GiveBackStack,
 }
 
-/// The run's two clocks, registered with tokio's timer once per run rather than once per event
+/// The run's clocks, registered with tokio's timer once per run rather than once per event
 /// (registering a sleep wakes the runtime's driver, a syscall per sub-call otherwise).
 struct Clocks {
     wall: Pin<Box<tokio::time::Sleep>>,
     timer: Pin<Box<tokio::time::Sleep>>,
     /// The timer `timer` is armed for.
     armed: Option<(Instant, u32)>,
+    /// When a wait next gives the stack back, if the guest has run since the last time.
+    give_back: Pin<Box<tokio::time::Sleep>>,
+    /// Whether the guest has run since its stack was last given back.
+    stack_used: bool,
 }
 
 impl Clocks {
@@ -41,7 +48,17 @@ impl Clocks {
             wall: Box::pin(tokio::time::sleep_until(deadline)),
             timer: Box::pin(tokio::time::sleep_until(deadline)),
             armed: None,
+            give_back: Box::pin(tokio::time::sleep(GIVE_BACK_AFTER)),
+            stack_used: true,
         }
+    }
+
+    /// The stack was just given back: the next give-back is due a while from now, and only if
+    /// the guest runs before it.
+    fn stack_given_back(&mut self) {
+        self.stack_used = false;
+        let due = tokio::time::Instant::now() + GIVE_BACK_AFTER;
+        self.give_back.as_mut().reset(due);
     }
 }
 
@@ -86,6 +103,8 @@ async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
         Some((id, result)) = std::future::poll_fn(|cx| calls.poll_next(cx)), if !calls.is_empty() => {
             Next::Deliver(state.delivery_for(id, result))
         }
+        // Last: a run with something to deliver has no time to give its stack back.
+        () = clocks.give_back.as_mut(), if clocks.stack_used => Next::GiveBackStack,
     }
 }
 
@@ -170,8 +189,17 @@ async fn evaluate(
             Next::Deliver(frame) => {
                 let len = frame.len() as u32;
                 store.data_mut().delivery = frame;
+                clocks.stack_used = true;
                 status =
                     alongside_calls(deliver.call_async(&mut *store, len), &calls, &watch).await;
+            }
+            Next::GiveBackStack => {
+                // The guest is not running, so its stack holds nothing; it goes on waiting.
+                if stack::give_back(store, &instance) {
+                    metrics.stack_given_back += 1;
+                }
+                clocks.stack_given_back();
+                status = Ok(wire::STATUS_WAITING);
             }
             Next::Stop(stop) => return Err(failure_from_stop(&stop, budgets)),
             Next::Pause => return Ok(Some(instance)),

@@ -12,7 +12,8 @@
 //! - `event_loop`: instantiating the guest and driving it from wait to wait;
 //! - `outcome`: how a stop, a trap or a finished run becomes the result;
 //! - `admission`: waiting for an instance slot and a share of the memory cap;
-//! - `pause`: writing a paused run down and making a fresh instance continue it.
+//! - `pause`: writing a paused run down and making a fresh instance continue it;
+//! - `stack`: a waiting run giving its dead stack pages back to the kernel.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -37,6 +38,7 @@ mod admission;
 mod event_loop;
 mod outcome;
 mod pause;
+mod stack;
 mod state;
 
 pub(crate) use admission::{Admission, MemoryCap};
@@ -110,6 +112,8 @@ pub struct RunMetrics {
     /// Time a resume spent before the guest ran: reading and checking the record, claiming it,
     /// restoring memory and globals.
     pub restore: std::time::Duration,
+    /// How many times the run gave its stack pages back while waiting (see `GIVE_BACK_AFTER`).
+    pub stack_given_back: u32,
 }
 
 /// How a run begins.
