@@ -1,7 +1,7 @@
 //! Budgets and containment: compute, wall clock, memory, output. Kinds are asserted, never
 //! durations: limits are generous and only the outcome matters.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use codemode_e2e::*;
@@ -139,6 +139,38 @@ async fn a_loop_of_host_calls_hits_the_wall_clock() {
         failure(&r, FailureKind::Timeout),
         "wall-clock ceiling reached (100ms)"
     );
+}
+
+/// A computing run keeps its thread a slice at a time (`EXECUTOR_SLICE`), not for the whole
+/// computation: another task on the same current-thread runtime still gets its turns.
+#[tokio::test]
+async fn a_computing_run_shares_its_thread() {
+    let rt = runtime_with(budgets(|b| b.compute_ms = 3_600_000));
+    let done = Arc::new(AtomicBool::new(false));
+    let turns = {
+        let done = done.clone();
+        tokio::spawn(async move {
+            let mut turns = 0u32;
+            while !done.load(Ordering::SeqCst) {
+                turns += 1;
+                tokio::task::yield_now().await;
+            }
+            turns
+        })
+    };
+    let r = run_on(
+        &rt,
+        "let s = 0; for (let i = 0; i < 3e6; i++) s += i % 7; return s;",
+        vec![],
+        None,
+    )
+    .await;
+    done.store(true, Ordering::SeqCst);
+    assert_eq!(value(&r), json!(8999994));
+    // About one turn per 2 ms of a computation that takes a fifth of a second or more; a run
+    // that kept the thread throughout would leave it one or two.
+    let turns = turns.await.expect("the other task");
+    assert!(turns >= 10, "the other task had {turns} turns");
 }
 
 /// The abort comes once the loop has made its first call.
