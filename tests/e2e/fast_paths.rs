@@ -11,7 +11,8 @@
 //! through their compiled locators, writes by key to existing properties, strings joined with
 //! integers, `Map`/`Set` calls and `push` answered without entering the built-in, captured
 //! bindings read with one walk down the environment chain, and a call's last argument read from
-//! its register by the call, agree
+//! its register by the call, values cloned and dropped by a test of their tag inline, and `++`
+//! and `--` on integers read in place, agree
 //! with Node on `fixtures/fast-paths.js`: each shortcut beside the cases that must leave it
 //! (repeated and index keys, accessors, objects changed while they are serialised, replaced
 //! iterator methods, getters that step the iterator being stepped, proxies, typed arrays,
@@ -28,7 +29,8 @@
 //! array iterators over array-likes, `arguments` and proxies, and names read through `with`,
 //! direct eval and deleted bindings, receivers, keys and arrays the new shortcuts must leave,
 //! captured bindings read before initialisation, under `with` and after an `eval` or a
-//! `delete`, and last arguments that assign, are calls or spreads, or run getters). One case
+//! `delete`, last arguments that assign, are calls or spreads, or run getters, and `++` and
+//! `--` on floats, -0, the ends of i32, strings, bigints, objects, null and undefined). One case
 //! changes values built before the run (the global object and built-in prototypes), which the
 //! run's own heap (`guest/src/heap.rs`) copies out when they are resized and never frees in
 //! place.
@@ -37,7 +39,7 @@ use codemode_e2e::fixture_cases_beside_node;
 
 #[tokio::test]
 async fn the_fast_paths_agree_with_node() {
-    let (node, ours) = fixture_cases_beside_node("fast-paths.js", 181).await;
+    let (node, ours) = fixture_cases_beside_node("fast-paths.js", 183).await;
     for (node, ours) in node.iter().zip(&ours) {
         assert_eq!(ours, node, "case {}", node[0]);
     }
