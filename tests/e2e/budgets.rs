@@ -125,6 +125,23 @@ async fn an_abort_stops_a_hot_loop() {
     assert_eq!(failure(&r, FailureKind::Abort), "stop spinning");
 }
 
+/// An abort reaches a run that makes no call at all, which keeps its thread a slice at a time
+/// (`EXECUTOR_SLICE`) and checks its signal at every fuel yield in between.
+#[tokio::test]
+async fn an_abort_reaches_a_run_that_only_computes() {
+    let rt = runtime_with(budgets(|b| b.compute_ms = 3_600_000));
+    let controller = codemode_runtime::signal::AbortController::new();
+    let signal = controller.signal();
+    let run = {
+        let rt = rt.clone();
+        tokio::spawn(async move { run_on(&rt, "for (;;) {}", vec![], Some(signal)).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    controller.abort("stop computing");
+    let r = run.await.expect("the run's task");
+    assert_eq!(failure(&r, FailureKind::Abort), "stop computing");
+}
+
 /// A loop of host calls stops at the wall clock and at an abort (checked at each call that
 /// charges fuel as well as at fuel yields), not at the call limit it would reach later.
 #[tokio::test]

@@ -843,9 +843,9 @@ async fn a_waiting_run_gives_its_stack_back_and_goes_on() {
         const depth = (n) => (n === 0 ? 0 : 1 + depth(n - 1));
         const nested = (n) => JSON.parse('['.repeat(n) + ']'.repeat(n));
         const before = depth(500);
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await new Promise((resolve) => setTimeout(resolve, 200));
         const after = depth(500);
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await new Promise((resolve) => setTimeout(resolve, 200));
         const sorted = [3, 1, 2].sort((a, b) => [a].map((x) => x - b)[0]);
         return [before, after, JSON.stringify(nested(1000)).length, sorted];
     "#;

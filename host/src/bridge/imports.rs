@@ -527,6 +527,9 @@ pub fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunState>> {
     Ok(linker)
 }
 
+// Every import is synchronous (`func_wrap`, never `func_wrap_async`): `run::alongside_calls`
+// resumes a pending guest call in place, which is right only while a guest call can be pending
+// at nothing but a fuel or epoch yield.
 fn define(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
     const M: &str = "codemode";
     linker.func_wrap(M, "boot_len", on_boot_len)?;

@@ -7,7 +7,8 @@
 //! deep recursion touched stays the instance's private copy for as long as the run waits: ten
 //! pages for a small program, a fifth of a waiting instance's private memory. Returning them
 //! with `madvise(MADV_DONTNEED)` costs a system call and, later, a page fault per page touched
-//! again, so the event loop does it only for a run that waits a while (`GIVE_BACK_AFTER`).
+//! again, so the event loop does it only once a run has lived `GIVE_BACK_AFTER`, and then at
+//! most once per that interval.
 
 use std::time::Duration;
 
@@ -73,4 +74,32 @@ fn discard(memory: &mut [u8], low: usize, high: usize) -> bool {
 #[cfg(not(target_os = "linux"))]
 fn discard(_memory: &mut [u8], _low: usize, _high: usize) -> bool {
     false
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::discard;
+
+    /// Only whole pages inside the range are dropped (and read back as zeroes); the bytes of
+    /// pages the range covers in part, and everything outside it, keep their values.
+    #[test]
+    fn drops_only_whole_pages_inside_the_range() {
+        // SAFETY: sysconf reads a constant of the system; it has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        let mut memory = vec![0xABu8; 6 * page];
+        let (low, high) = (100, 5 * page - 7);
+        assert!(discard(&mut memory, low, high));
+        let base = memory.as_ptr() as usize;
+        let start = (base + low).next_multiple_of(page) - base;
+        let end = (base + high) / page * page - base;
+        assert!(end - start >= 3 * page);
+        for (i, byte) in memory.iter().enumerate() {
+            let dropped = (start..end).contains(&i);
+            assert_eq!(*byte, if dropped { 0 } else { 0xAB }, "byte {i}");
+        }
+        // An empty or reversed range, or one past the end, drops nothing.
+        assert!(!discard(&mut memory, 5, 5));
+        assert!(!discard(&mut memory, 3 * page, page));
+        assert!(!discard(&mut memory, 7 * page, 8 * page));
+    }
 }

@@ -123,13 +123,16 @@ impl Watch {
 /// watch in place, so wall-clock and abort stops come as soon as before; a trip through the
 /// executor at every fuel yield cost calls.js 7 % of its time, about 35 µs a trip (the task,
 /// rescheduled, woke the idle worker, which often took it and ran the guest on the other
-/// core's cold caches). A guest with calls in flight still returns at every yield: its calls,
-/// and `run_code`'s scheduler that starts them, are polled only then.
+/// core's cold caches). A guest with calls in flight (started, or finished and not yet
+/// delivered) still returns at every yield: its calls, and `run_code`'s scheduler that starts
+/// them, are polled only then. A binding that answers at once finishes inside the `call`
+/// import, so a loop of such calls has only finished ones; it must return all the same, or an
+/// abort from the task that drives it waits behind a whole slice of calls.
 const EXECUTOR_SLICE: Duration = Duration::from_millis(2);
 
 /// Runs a guest entry point, polling the run's calls when the guest yields (see
-/// `EXECUTOR_SLICE`), and stops it at a yield when `watch` says so. Stopping drops the call, which wasmtime finishes
-/// by unwinding the guest's stack from the yield with a trap.
+/// `EXECUTOR_SLICE`), and stops it at a yield when `watch` says so. Stopping drops the call,
+/// which wasmtime finishes by unwinding the guest's stack from the yield with a trap.
 pub(super) async fn alongside_calls<T, F>(
     call: F,
     calls: &InFlight,
