@@ -28,7 +28,8 @@ enum Next {
     GiveBackStack,
 }
 
-/// The run's clocks, registered with tokio's timer once per run rather than once per event
+/// The run's clocks, registered with tokio's timer once per run (the give-back clock again
+/// after each give-back, at most every `GIVE_BACK_AFTER`) rather than once per event
 /// (registering a sleep wakes the runtime's driver, a syscall per sub-call otherwise).
 struct Clocks {
     wall: Pin<Box<tokio::time::Sleep>>,

@@ -124,10 +124,10 @@ impl Watch {
 /// executor at every fuel yield cost calls.js 7 % of its time, about 35 µs a trip (the task,
 /// rescheduled, woke the idle worker, which often took it and ran the guest on the other
 /// core's cold caches). A guest with calls in flight (started, or finished and not yet
-/// delivered) still returns at every yield: its calls, and `run_code`'s scheduler that starts
-/// them, are polled only then. A binding that answers at once finishes inside the `call`
-/// import, so a loop of such calls has only finished ones; it must return all the same, or an
-/// abort from the task that drives it waits behind a whole slice of calls.
+/// delivered) still returns at every yield, as before: its calls, and `run_code`'s scheduler
+/// that starts them, are polled only then, and a test driving a loop of calls from a
+/// current-thread runtime (`an_abort_stops_a_loop_of_host_calls`) failed when only unfinished
+/// calls counted.
 const EXECUTOR_SLICE: Duration = Duration::from_millis(2);
 
 /// Runs a guest entry point, polling the run's calls when the guest yields (see
