@@ -849,7 +849,7 @@ async fn a_waiting_run_gives_its_stack_back_and_goes_on() {
         const sorted = [3, 1, 2].sort((a, b) => [a].map((x) => x - b)[0]);
         return [before, after, JSON.stringify(nested(1000)).length, sorted];
     "#;
-    let rt = codemode_host::WasmCodeRuntime::new(codemode_host::Budgets::default()).unwrap();
+    let rt = runtime();
     let (result, metrics) = rt
         .run_measured(RunRequest {
             program: program.into(),

@@ -36,8 +36,9 @@ struct Clocks {
     timer: Pin<Box<tokio::time::Sleep>>,
     /// The timer `timer` is armed for.
     armed: Option<(Instant, u32)>,
-    /// When a wait next gives the stack back, if the guest has run since the last time.
-    give_back: Pin<Box<tokio::time::Sleep>>,
+    /// When a wait next gives the stack back, if the guest has run since the last time; made
+    /// at the run's first wait, so that a run that never waits (the fast path) pays nothing.
+    give_back: Option<Pin<Box<tokio::time::Sleep>>>,
     /// Whether the guest has run since its stack was last given back.
     stack_used: bool,
 }
@@ -49,7 +50,7 @@ impl Clocks {
             wall: Box::pin(tokio::time::sleep_until(deadline)),
             timer: Box::pin(tokio::time::sleep_until(deadline)),
             armed: None,
-            give_back: Box::pin(tokio::time::sleep(GIVE_BACK_AFTER)),
+            give_back: None,
             stack_used: true,
         }
     }
@@ -59,7 +60,10 @@ impl Clocks {
     fn stack_given_back(&mut self) {
         self.stack_used = false;
         let due = tokio::time::Instant::now() + GIVE_BACK_AFTER;
-        self.give_back.as_mut().reset(due);
+        match &mut self.give_back {
+            Some(clock) => clock.as_mut().reset(due),
+            None => self.give_back = Some(Box::pin(tokio::time::sleep_until(due))),
+        }
     }
 }
 
@@ -88,6 +92,10 @@ async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
     }
     let control = state.watch.control.clone();
     let calls = state.in_flight.clone();
+    let give_back = clocks.give_back.get_or_insert_with(|| {
+        let due = tokio::time::Instant::from_std(state.started + GIVE_BACK_AFTER);
+        Box::pin(tokio::time::sleep_until(due))
+    });
     tokio::select! {
         biased;
         reason = control.aborted() => Next::Stop(Stop::Aborted(reason)),
@@ -105,7 +113,7 @@ async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
             Next::Deliver(state.delivery_for(id, result))
         }
         // Last: a run with something to deliver has no time to give its stack back.
-        () = clocks.give_back.as_mut(), if clocks.stack_used => Next::GiveBackStack,
+        () = give_back.as_mut(), if clocks.stack_used => Next::GiveBackStack,
     }
 }
 
