@@ -59,10 +59,11 @@ impl Clocks {
     /// the guest runs before it.
     fn stack_given_back(&mut self) {
         self.stack_used = false;
-        let due = tokio::time::Instant::now() + GIVE_BACK_AFTER;
-        match &mut self.give_back {
-            Some(clock) => clock.as_mut().reset(due),
-            None => self.give_back = Some(Box::pin(tokio::time::sleep_until(due))),
+        // The clock exists: only it, made by the wait that fired it, gives the stack back.
+        if let Some(clock) = &mut self.give_back {
+            clock
+                .as_mut()
+                .reset(tokio::time::Instant::now() + GIVE_BACK_AFTER);
         }
     }
 }
