@@ -5,12 +5,13 @@ use std::time::Duration;
 use codemode_runtime::ledger::MIN_OUTPUT_BYTES;
 
 /// Fuel the guest burns per millisecond of Boa compute on the reference machine, so that
-/// `compute_ms` is a close, and above all deterministic, measure of busy time. Measured with
-/// `codemode bench` (`fuel_per_ms`, a JSON- and array-heavy program, and the data workload's
-/// fuel over its time) on the 2-core reference machine: 4.4–7.2 M fuel per ms across runs (the
-/// machine's load moves it), 1.4× what the guest built at opt-level `s` with fuel and epoch
-/// instrumentation burned in the same interleaved runs; its constant, 4 M, is scaled by that.
-pub const FUEL_PER_MS: u64 = 5_500_000;
+/// `compute_ms` is a close, and above all deterministic, measure of busy time. The guest's
+/// meter charges each region of code for every operator it holds, whichever of them run (see
+/// `meter`), so the rate depends on what a program runs: on the 2-core reference machine
+/// (`codemode bench`) the data workload burns 38 M fuel per ms, the compute workload 49 M, the
+/// call-heavy workload 78 M and the counting loop 171 M. The constant is the call-heavy
+/// workload's, everyday JavaScript: with it `--compute-ms 1000` is 0.5–2 s of busy time.
+pub const FUEL_PER_MS: u64 = 80_000_000;
 
 /// Node clamps timers above this; the reference keeps the same ceiling for the wall clock.
 pub const MAX_WALL_MS: u64 = 2_147_483_647;

@@ -1,11 +1,12 @@
 //! The process-wide wasmtime engine and the guest module, compiled once per process.
 //!
 //! Compiling Boa with Cranelift takes seconds, so the compiled module is cached on disk, keyed
-//! by the guest's hash and the engine's configuration (fuel and epoch instrumentation are baked
-//! into machine code). A cache entry carries its own length and checksum; a stale, truncated or
+//! by the guest's hash, the engine's configuration (epoch instrumentation is baked into machine
+//! code) and whether the fuel meter is compiled in. A cache entry carries its own length and checksum; a stale, truncated or
 //! corrupt entry is detected, recompiled and rewritten. Before compiling, the guest is
 //! pre-initialised (Wizer): its Boa realm and prelude are built once and captured in the module's
-//! data, so a run starts from a ready engine. Runs are interrupted by fuel alone (see
+//! data, so a run starts from a ready engine; then the fuel meter is compiled into it
+//! (`meter::instrument`). Runs are interrupted by fuel alone (see
 //! [`Interruption`]); the epoch ticker here serves only the schemes measured beside it.
 
 use std::hash::{Hash, Hasher};
@@ -82,6 +83,10 @@ impl EngineError {
         Self::Compile { message, source }
     }
 
+    pub(crate) fn meter(message: String) -> Self {
+        Self::compile(wasmtime::Error::msg(message))
+    }
+
     pub(crate) fn link(error: wasmtime::Error) -> Self {
         let (message, source) = Self::parts(error);
         Self::Link { message, source }
@@ -99,12 +104,14 @@ pub struct Shared {
     pub interruption: Interruption,
 }
 
-/// How running wasm is interrupted. Both are compiled into the guest's machine code, so each
-/// scheme is its own engine and its own compiled module.
+/// How running wasm is interrupted. Both are compiled into the guest's machine code (fuel by
+/// rewriting the module, epochs by wasmtime), so each scheme is its own engine and its own
+/// compiled module.
 ///
 /// Runs use [`Interruption::Fuel`]: fuel is the compute budget (deterministic, counts only the
-/// guest's own work, bulk memory operations by the byte), and a busy guest yields to the host
-/// every few million units of it, where the host enforces the wall clock and aborts. Epoch
+/// guest's own work, bulk memory operations by the byte; see `meter`), and a busy guest comes
+/// back to the host for more every half millisecond or so of it, where the host enforces the
+/// wall clock and aborts. Epoch
 /// instrumentation (a check at every function entry and loop header) would do the latter
 /// too, at a third more time on data-heavy programs (`codemode bench --interruption`). The
 /// other schemes exist to measure what each mechanism costs; without fuel, nothing enforces
@@ -115,8 +122,8 @@ pub struct Shared {
 pub enum Interruption {
     /// No instrumentation: nothing stops wasm until it returns to the host.
     None,
-    /// Fuel, as every run uses: the compute budget is enforced exactly, and a busy guest yields
-    /// to the host every few million units, where the wall clock and aborts are enforced.
+    /// Fuel, as every run uses: the compute budget is enforced exactly, and a busy guest comes
+    /// back to the host for each slice of it, where the wall clock and aborts are enforced.
     Fuel,
     /// Epochs only: the wall clock and aborts are enforced at every function entry and loop
     /// header; the compute budget is not.
@@ -135,7 +142,7 @@ impl Interruption {
         Interruption::FuelAndEpoch,
     ];
 
-    /// Whether the scheme compiles in fuel metering.
+    /// Whether the scheme compiles in the fuel meter.
     pub fn fuel(self) -> bool {
         matches!(self, Interruption::Fuel | Interruption::FuelAndEpoch)
     }
@@ -227,7 +234,6 @@ fn config(interruption: Interruption) -> Config {
     let mut config = Config::new();
     config
         .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool()))
-        .consume_fuel(interruption.fuel())
         .epoch_interruption(interruption.epoch())
         .max_wasm_stack(MAX_WASM_STACK)
         .async_stack_size(MAX_WASM_STACK + 512 * 1024)
@@ -304,12 +310,14 @@ pub(crate) fn cache_dir() -> Option<PathBuf> {
 
 /// Bumped whenever what is cached changes meaning (now: the pre-initialised guest, built
 /// deterministically, with its mutable globals exported).
-const CACHE_FORMAT: &str = "preinit-4";
+const CACHE_FORMAT: &str = "preinit-5";
 
-fn cache_path(engine: &Engine) -> Option<PathBuf> {
+fn cache_path(engine: &Engine, interruption: Interruption) -> Option<PathBuf> {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     CACHE_FORMAT.hash(&mut hasher);
+    // The meter is in the module, not in the engine's configuration.
+    interruption.fuel().hash(&mut hasher);
     let key = format!(
         "guest-{}-{:016x}.cwasm",
         &GUEST_SHA256[..16],
@@ -465,7 +473,7 @@ fn load_module(
     engine: &Engine,
     interruption: Interruption,
 ) -> Result<(Module, ModuleSource), EngineError> {
-    let path = cache_path(engine);
+    let path = cache_path(engine, interruption);
     if let Some(path) = &path {
         if let Some(module) = read_cached(engine, path) {
             return Ok((module, ModuleSource::DiskCache));
@@ -482,6 +490,11 @@ fn load_module(
             tracing::warn!("guest pre-initialisation failed, runs will be slower: {error}");
             GUEST_WASM.to_vec()
         }
+    };
+    let wasm = if interruption.fuel() {
+        crate::meter::instrument::instrument(&wasm).map_err(EngineError::meter)?
+    } else {
+        wasm
     };
     let module = Module::new(engine, &wasm).map_err(EngineError::compile)?;
     if let Some(path) = &path {
@@ -503,7 +516,8 @@ pub fn module_from_disk_cache() -> Option<bool> {
 #[cfg(feature = "bench")]
 pub fn compile(bytes: &[u8]) -> Result<Module, EngineError> {
     let shared = shared()?;
-    Module::new(&shared.engine, bytes).map_err(EngineError::compile)
+    let metered = crate::meter::instrument::instrument(bytes).map_err(EngineError::meter)?;
+    Module::new(&shared.engine, &metered).map_err(EngineError::compile)
 }
 
 #[cfg(test)]

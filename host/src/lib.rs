@@ -18,6 +18,7 @@ mod engine;
 mod explain;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+mod meter;
 pub mod preflight;
 mod preinit;
 mod preparing;

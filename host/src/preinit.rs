@@ -67,9 +67,6 @@ pub(crate) fn preinitialize(
     let mut store = Store::new(engine, state);
     store.data_mut().preinitializing = true;
     enforce_memory_budget(&mut store);
-    if interruption.fuel() {
-        store.set_fuel(u64::MAX / 2).map_err(|e| format!("{e:#}"))?;
-    }
     if interruption.epoch() {
         store.set_epoch_deadline(u64::MAX / 2);
     }

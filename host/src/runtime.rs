@@ -250,7 +250,7 @@ impl WasmCodeRuntime {
                     .acquire()
                     .await
                     .map_err(|_| "the sandbox's slots are closed".to_owned())?;
-                run::pristine_memory(&inner.pre, inner.interruption)
+                run::pristine_memory(&inner.pre)
                     .await
                     .map(|bytes| Arc::new(Image::new(bytes)))
             })

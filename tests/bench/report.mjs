@@ -284,9 +284,9 @@ function render(results) {
     lines.push('', '## Interruption schemes', '');
     lines.push(
       'The compute workload' + (data ? ' and the data workload (whole run)' : '') + ' under each way of ' +
-        'interrupting a running guest (wasmtime fuel, epoch deadlines, both, neither); overhead is relative ' +
-        'to no interruption. Runs use fuel alone: the wall clock and aborts are checked whenever fuel makes a ' +
-        'busy guest yield.',
+        'interrupting a running guest (the fuel meter compiled into the guest, epoch deadlines, both, neither); ' +
+        'overhead is relative to no interruption. Runs use fuel alone: the wall clock and aborts are checked ' +
+        'whenever a busy guest comes back for fuel.',
       '',
     );
     const overheadOf = (v, none) => (isNumber(v) && isNumber(none) && none > 0 ? `${((v / none - 1) * 100).toFixed(1)} %` : 'n/a');

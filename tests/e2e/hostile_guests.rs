@@ -174,6 +174,58 @@ async fn a_spinning_guest_runs_out_of_fuel() {
 }
 
 #[tokio::test]
+async fn recursion_without_a_loop_runs_out_of_fuel() {
+    for mode in ["direct", "indirect"] {
+        let budgets = Budgets {
+            compute_ms: 20,
+            ..Budgets::default()
+        };
+        let wat = fixture("recursion.wat").replace("MODE", mode);
+        let r = run_guest(&wat, budgets, Arc::new(AtomicUsize::new(0))).await;
+        failure(&r, FailureKind::Timeout);
+        assert_eq!(
+            r.error.unwrap().cause,
+            Some(FailureCause::Compute),
+            "{mode}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn recursion_without_a_loop_stops_at_its_wall_clock() {
+    for mode in ["direct", "indirect"] {
+        let budgets = Budgets {
+            wall_ms: 100,
+            ..Budgets::default()
+        };
+        let wat = fixture("recursion.wat").replace("MODE", mode);
+        let r = run_guest(&wat, budgets, Arc::new(AtomicUsize::new(0))).await;
+        let message = failure(&r, FailureKind::Timeout);
+        assert!(message.contains("wall-clock"), "{mode}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn bulk_memory_is_charged_by_the_byte() {
+    let fuel = |bytes: u32| async move {
+        let wat = fixture("misc.wat").replace(
+            "MODE",
+            &format!("(memory.fill (i32.const 0) (i32.const 7) (i32.const {bytes}))"),
+        );
+        let rt = guest(&wat, Budgets::default());
+        let (r, _) = rt
+            .run_measured(codemode_runtime::code::RunRequest {
+                program: "return 1".into(),
+                ..Default::default()
+            })
+            .await
+            .expect("run resolves");
+        r.compute_fuel.expect("fuel reported")
+    };
+    assert_eq!(fuel(65_536).await - fuel(0).await, 65_536);
+}
+
+#[tokio::test]
 async fn a_guest_that_waits_with_nothing_pending_cannot_settle() {
     let r = run_misc("", Budgets::default()).await;
     let message = failure(&r, FailureKind::Exception);

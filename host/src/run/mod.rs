@@ -33,6 +33,7 @@ use crate::config::Budgets;
 use crate::durable::memory::Image;
 use crate::durable::{record, Durability};
 use crate::engine::Interruption;
+use crate::meter::{self, Meter};
 
 mod admission;
 mod event_loop;
@@ -51,13 +52,6 @@ use admission::admit;
 use event_loop::drive;
 use outcome::finalize;
 use pause::pause;
-
-/// Fuel between cooperative yields of a busy guest (under a millisecond of compute at
-/// `FUEL_PER_MS`). At every yield the host polls the run's calls and checks whether the guest
-/// must stop (`Watch`), so this bounds how long a computing guest runs past its wall clock or
-/// an abort, except that one bulk memory operation, charged by the byte up front, runs to its
-/// end.
-const YIELD_FUEL: u64 = 4_000_000;
 
 /// How long a settled run waits, past its wall budget, for bindings that ignore their signal.
 const SETTLE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
@@ -208,15 +202,7 @@ pub(crate) async fn execute(
     // Compute spent before a pause counts after it.
     let fuel = budgets.fuel().saturating_sub(fuel_before);
     if interruption.fuel() {
-        let configured = store
-            .set_fuel(fuel)
-            .and_then(|()| store.fuel_async_yield_interval(Some(YIELD_FUEL)));
-        if let Err(error) = configured {
-            return failure_before_start(
-                RunFailure::new(FailureKind::WorkerExit, format!("worker error: {error:#}")),
-                budgets,
-            );
-        }
+        store.data_mut().meter = Some(Meter::new(fuel));
     }
     if interruption.epoch() {
         store.set_epoch_deadline(1);
@@ -229,7 +215,7 @@ pub(crate) async fn execute(
 
     let driven = drive(&mut store, pre, budgets, metrics, resumed.as_deref()).await;
     if interruption.fuel() {
-        metrics.fuel_consumed = fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+        metrics.fuel_consumed = fuel.saturating_sub(meter::left(&mut store));
     }
     let mut paused = None;
     match driven {

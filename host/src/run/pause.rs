@@ -11,7 +11,6 @@ use wasmtime::{InstancePre, Store};
 
 use crate::config::Budgets;
 use crate::durable::record;
-use crate::engine::Interruption;
 
 use super::outcome::failure_from_stop;
 use super::state::{record_name, OpenCall, PausingCall, RunState};
@@ -246,10 +245,7 @@ impl RunState {
 
 /// The linear memory a fresh instance of `pre` starts with. Runs no guest code; the caller
 /// holds a slot for it.
-pub(crate) async fn pristine_memory(
-    pre: &InstancePre<RunState>,
-    interruption: Interruption,
-) -> Result<Vec<u8>, String> {
+pub(crate) async fn pristine_memory(pre: &InstancePre<RunState>) -> Result<Vec<u8>, String> {
     let state = RunState::new(
         &Budgets::default(),
         Vec::new(),
@@ -258,9 +254,6 @@ pub(crate) async fn pristine_memory(
         Instant::now(),
     );
     let mut store = Store::new(pre.module().engine(), state);
-    if interruption.fuel() {
-        store.set_fuel(0).map_err(|e| format!("{e:#}"))?;
-    }
     let instance = pre
         .instantiate_async(&mut store)
         .await

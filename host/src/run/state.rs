@@ -20,6 +20,7 @@ use wasmtime::{Memory, ResourceLimiter, Store};
 
 use crate::bridge::wire;
 use crate::config::Budgets;
+use crate::meter::Meter;
 
 use super::{Outcome, Stop};
 
@@ -89,9 +90,10 @@ impl InFlight {
 }
 
 /// What a computing guest is checked against whenever it yields: the run's outcome, its abort
-/// signal and its wall clock. Fuel makes a busy guest yield every `YIELD_FUEL`, and every
-/// operator costs fuel (bulk memory operations by the byte), so these checks come at least that
-/// often without the cost of epoch instrumentation in every function and loop.
+/// signal and its wall clock. A busy guest comes back to the host for fuel at least every
+/// `meter::SLICE`, and every operator costs fuel (bulk memory operations by the byte), so these
+/// checks come at least that often without the cost of epoch instrumentation in every
+/// function and loop.
 #[derive(Clone)]
 pub(super) struct Watch {
     /// Fires when the run settles.
@@ -119,7 +121,7 @@ impl Watch {
 }
 
 /// How long a guest that only computes (no call in flight) keeps its worker thread before its
-/// task goes back to tokio's queue. Each of its fuel yields (every `YIELD_FUEL`) checks the
+/// task goes back to tokio's queue. Each of its fuel yields (every `meter::SLICE`) checks the
 /// watch in place, so wall-clock and abort stops come as soon as before; a trip through the
 /// executor at every fuel yield cost calls.js 7 % of its time, about 35 µs a trip (the task,
 /// rescheduled, woke the idle worker, which often took it and ran the guest on the other
@@ -210,6 +212,9 @@ impl ResourceLimiter for MemoryLimiter {
 /// Everything a run's imports can see. Owned by the run's `Store`.
 pub struct RunState {
     pub(crate) memory: Option<Memory>,
+    /// The run's compute budget, on a metered engine (see `meter`); `None` on engines built
+    /// to measure the other interruption schemes, where compute goes unmetered.
+    pub(crate) meter: Option<Meter>,
     pub(crate) boot: Vec<u8>,
     pub(crate) delivery: Vec<u8>,
     bindings: Vec<BindingNamespace>,
@@ -266,6 +271,7 @@ impl RunState {
         let call_controller = AbortController::new();
         RunState {
             memory: None,
+            meter: None,
             boot,
             delivery: Vec::new(),
             bindings,

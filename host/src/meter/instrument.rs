@@ -1,0 +1,763 @@
+//! Compiles the compute meter into a module: a rewrite of its wasm before wasmtime compiles it.
+//!
+//! Every function entry and every loop header is a *check point*. The code between one check
+//! point and the next that can run without passing another (a function's body outside its
+//! loops, or one loop's body outside the loops nested in it) is a *region*, and its cost is
+//! the number of operators it holds, priced as wasmtime's own fuel prices them (1 each, 0 for
+//! the structural ones). At each check point the region's cost is subtracted from a mutable
+//! `i64` global and, once the global is below zero, the host's [`EXHAUSTED_IMPORT`] is called.
+//! A region's cost does not depend on which of its branches run, so the meter charges what a
+//! region could run rather than what it ran, and two runs of the same code charge the same.
+//! `memory.copy` and `memory.fill` are charged their length in bytes as well, when they run.
+//!
+//! wasmtime's fuel counts each block as it runs, keeps the count in a register that every call
+//! saves and reloads, and checks it at each function entry and loop header; this meter does
+//! one subtraction in memory and one test per check point instead, which is about a fifth of
+//! the time of a call-heavy program (see `GUIDE.md`).
+
+use wasm_encoder::reencode::{self, Reencode};
+use wasm_encoder::{
+    BlockType, ConstExpr, EntityType, ExportKind, GlobalType, Instruction, SectionId, ValType,
+};
+use wasmparser::{ExternalKind, FunctionBody, Operator, Parser, TypeRef};
+
+/// The module and name of the import a metered module calls when its global goes negative.
+pub(crate) const EXHAUSTED_IMPORT: (&str, &str) = ("codemode", "fuel_exhausted");
+
+/// The export under which a metered module's fuel global is reachable from the host.
+pub(crate) const FUEL_EXPORT: &str = "codemode_fuel";
+
+/// `wasm` with the compute meter compiled in, or why it could not be (an invalid module, or
+/// one that already has the meter's export).
+pub(crate) fn instrument(wasm: &[u8]) -> Result<Vec<u8>, String> {
+    let layout = Layout::read(wasm)?;
+    let mut meter = Metering {
+        layout,
+        body: 0,
+        added: Vec::new(),
+    };
+    let mut module = wasm_encoder::Module::new();
+    meter
+        .parse_core_module(&mut module, Parser::new(0), wasm)
+        .map_err(|e| format!("metering the module: {e}"))?;
+    Ok(module.finish())
+}
+
+/// What the rewrite needs to know about the module before it reaches the code.
+struct Layout {
+    /// Parameter count of each type in the type section (0 for non-function types).
+    type_params: Vec<u32>,
+    /// The type index of each defined function.
+    function_types: Vec<u32>,
+    imported_functions: u32,
+    globals: u32,
+    /// How each defined function is metered (see [`plan`]).
+    plans: Vec<Plan>,
+}
+
+impl Layout {
+    fn read(wasm: &[u8]) -> Result<Self, String> {
+        let error = |e: wasmparser::BinaryReaderError| format!("reading the module: {e}");
+        wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::default())
+            .validate_all(wasm)
+            .map_err(error)?;
+        let mut layout = Layout {
+            type_params: Vec::new(),
+            function_types: Vec::new(),
+            imported_functions: 0,
+            globals: 0,
+            plans: Vec::new(),
+        };
+        // Functions the host or a table can call: they must pay for themselves.
+        let mut entered_from_outside = std::collections::HashSet::new();
+        let mut shapes = Vec::new();
+        for payload in Parser::new(0).parse_all(wasm) {
+            match payload.map_err(error)? {
+                wasmparser::Payload::TypeSection(reader) => {
+                    for ty in reader.into_iter_err_on_gc_types() {
+                        layout
+                            .type_params
+                            .push(ty.map_err(error)?.params().len() as u32);
+                    }
+                }
+                wasmparser::Payload::ImportSection(reader) => {
+                    for import in reader.into_imports() {
+                        match import.map_err(error)?.ty {
+                            TypeRef::Func(_) | TypeRef::FuncExact(_) => {
+                                layout.imported_functions += 1
+                            }
+                            TypeRef::Global(_) => layout.globals += 1,
+                            _ => {}
+                        }
+                    }
+                }
+                wasmparser::Payload::FunctionSection(reader) => {
+                    for ty in reader {
+                        layout.function_types.push(ty.map_err(error)?);
+                    }
+                }
+                wasmparser::Payload::GlobalSection(reader) => {
+                    layout.globals += reader.count();
+                }
+                wasmparser::Payload::ExportSection(reader) => {
+                    for export in reader {
+                        let export = export.map_err(error)?;
+                        if export.name == FUEL_EXPORT {
+                            return Err(format!("the module already exports `{FUEL_EXPORT}`"));
+                        }
+                        if matches!(export.kind, ExternalKind::Func | ExternalKind::FuncExact) {
+                            entered_from_outside.insert(export.index);
+                        }
+                    }
+                }
+                wasmparser::Payload::StartSection { func, .. } => {
+                    entered_from_outside.insert(func);
+                }
+                wasmparser::Payload::ElementSection(reader) => {
+                    for element in reader {
+                        match element.map_err(error)?.items {
+                            wasmparser::ElementItems::Functions(functions) => {
+                                for func in functions {
+                                    entered_from_outside.insert(func.map_err(error)?);
+                                }
+                            }
+                            wasmparser::ElementItems::Expressions(_, expressions) => {
+                                for expression in expressions {
+                                    let mut reader =
+                                        expression.map_err(error)?.get_operators_reader();
+                                    while !reader.eof() {
+                                        if let Operator::RefFunc { function_index } =
+                                            reader.read().map_err(error)?
+                                        {
+                                            entered_from_outside.insert(function_index);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                wasmparser::Payload::CodeSectionEntry(body) => {
+                    let shape = Shape::read(&body).map_err(error)?;
+                    entered_from_outside.extend(shape.referenced.iter().copied());
+                    shapes.push(shape);
+                }
+                _ => {}
+            }
+        }
+        layout.plans = plan(&shapes, layout.imported_functions, &entered_from_outside);
+        Ok(layout)
+    }
+
+    /// The index of the added `() -> ()` type: after every type the module has.
+    fn exhausted_type(&self) -> u32 {
+        self.type_params.len() as u32
+    }
+
+    /// The index of the added import: after every imported function, so defined functions move
+    /// up by one.
+    fn exhausted_function(&self) -> u32 {
+        self.imported_functions
+    }
+
+    /// The index of the added global: after every global the module has.
+    fn fuel_global(&self) -> u32 {
+        self.globals
+    }
+}
+
+struct Metering {
+    layout: Layout,
+    /// Which defined function's body comes next.
+    body: usize,
+    /// The sections the meter's entries have been added to.
+    added: Vec<SectionId>,
+}
+
+/// The sections the meter adds an entry to, in the order a module holds them.
+const EXTENDED: [SectionId; 4] = [
+    SectionId::Type,
+    SectionId::Import,
+    SectionId::Global,
+    SectionId::Export,
+];
+
+/// Where a section goes in a module (`SectionId`'s numbers are not in that order).
+fn rank(id: SectionId) -> u8 {
+    match id {
+        SectionId::Custom => 0,
+        SectionId::Type => 1,
+        SectionId::Import => 2,
+        SectionId::Function => 3,
+        SectionId::Table => 4,
+        SectionId::Memory => 5,
+        SectionId::Tag => 6,
+        SectionId::Global => 7,
+        SectionId::Export => 8,
+        SectionId::Start => 9,
+        SectionId::Element => 10,
+        SectionId::DataCount => 11,
+        SectionId::Code => 12,
+        SectionId::Data => 13,
+    }
+}
+
+impl Reencode for Metering {
+    type Error = String;
+
+    fn function_index(&mut self, func: u32) -> Result<u32, reencode::Error<String>> {
+        Ok(if func >= self.layout.imported_functions {
+            func + 1
+        } else {
+            func
+        })
+    }
+
+    fn parse_type_section(
+        &mut self,
+        types: &mut wasm_encoder::TypeSection,
+        section: wasmparser::TypeSectionReader<'_>,
+    ) -> Result<(), reencode::Error<String>> {
+        reencode::utils::parse_type_section(self, types, section)?;
+        self.extend_types(types);
+        Ok(())
+    }
+
+    fn parse_import_section(
+        &mut self,
+        imports: &mut wasm_encoder::ImportSection,
+        section: wasmparser::ImportSectionReader<'_>,
+    ) -> Result<(), reencode::Error<String>> {
+        reencode::utils::parse_import_section(self, imports, section)?;
+        self.extend_imports(imports);
+        Ok(())
+    }
+
+    fn parse_global_section(
+        &mut self,
+        globals: &mut wasm_encoder::GlobalSection,
+        section: wasmparser::GlobalSectionReader<'_>,
+    ) -> Result<(), reencode::Error<String>> {
+        reencode::utils::parse_global_section(self, globals, section)?;
+        self.extend_globals(globals);
+        Ok(())
+    }
+
+    fn parse_export_section(
+        &mut self,
+        exports: &mut wasm_encoder::ExportSection,
+        section: wasmparser::ExportSectionReader<'_>,
+    ) -> Result<(), reencode::Error<String>> {
+        reencode::utils::parse_export_section(self, exports, section)?;
+        self.extend_exports(exports);
+        Ok(())
+    }
+
+    /// Adds, in their place, the sections the meter needs and the module lacks.
+    fn intersperse_section_hook(
+        &mut self,
+        module: &mut wasm_encoder::Module,
+        _after: Option<SectionId>,
+        before: Option<SectionId>,
+    ) -> Result<(), reencode::Error<String>> {
+        for id in EXTENDED {
+            let due = before.is_none_or(|next| rank(next) > rank(id));
+            if !due || self.added.contains(&id) {
+                continue;
+            }
+            match id {
+                SectionId::Type => {
+                    let mut types = wasm_encoder::TypeSection::new();
+                    self.extend_types(&mut types);
+                    module.section(&types);
+                }
+                SectionId::Import => {
+                    let mut imports = wasm_encoder::ImportSection::new();
+                    self.extend_imports(&mut imports);
+                    module.section(&imports);
+                }
+                SectionId::Global => {
+                    let mut globals = wasm_encoder::GlobalSection::new();
+                    self.extend_globals(&mut globals);
+                    module.section(&globals);
+                }
+                _ => {
+                    let mut exports = wasm_encoder::ExportSection::new();
+                    self.extend_exports(&mut exports);
+                    module.section(&exports);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn parse_function_body(
+        &mut self,
+        code: &mut wasm_encoder::CodeSection,
+        func: FunctionBody<'_>,
+    ) -> Result<(), reencode::Error<String>> {
+        let ty = self.layout.function_types.get(self.body).copied();
+        self.body += 1;
+        let params = ty
+            .and_then(|ty| self.layout.type_params.get(ty as usize))
+            .copied()
+            .ok_or_else(|| reencode::Error::UserError("a body without a function".into()))?;
+        let plan = self
+            .layout
+            .plans
+            .get(self.body - 1)
+            .cloned()
+            .unwrap_or_default();
+        let costs = plan.charges;
+        let metered = !costs.is_empty();
+        let mut locals = Vec::new();
+        let mut declared = params;
+        for pair in func.get_locals_reader()? {
+            let (count, ty) = pair?;
+            declared += count;
+            locals.push((count, self.val_type(ty)?));
+        }
+        // Two scratch locals after the module's own: the new count (i64) and a bulk length (i32).
+        let scratch = Scratch {
+            count: declared,
+            length: declared + 1,
+        };
+        locals.push((1, ValType::I64));
+        locals.push((1, ValType::I32));
+        let mut f = wasm_encoder::Function::new(locals);
+        let mut costs = costs.into_iter();
+        if metered {
+            let cost = costs.next().unwrap_or(0);
+            if plan.entry_checked {
+                self.charge(&mut f, &scratch, cost);
+            } else {
+                self.charge_unchecked(&mut f, cost);
+            }
+        }
+        let mut reader = func.get_operators_reader()?;
+        while !reader.eof() {
+            let operator = reader.read()?;
+            let length_charged = matches!(
+                operator,
+                Operator::MemoryCopy { .. } | Operator::MemoryFill { .. }
+            );
+            if length_charged {
+                self.charge_length(&mut f, &scratch);
+            }
+            let is_loop = matches!(operator, Operator::Loop { .. });
+            f.instruction(&self.instruction(operator)?);
+            if is_loop && metered {
+                self.charge(&mut f, &scratch, costs.next().unwrap_or(0));
+            }
+        }
+        code.function(&f);
+        Ok(())
+    }
+}
+
+struct Scratch {
+    count: u32,
+    length: u32,
+}
+
+impl Metering {
+    fn extend_types(&mut self, types: &mut wasm_encoder::TypeSection) {
+        types.ty().function([], []);
+        self.added.push(SectionId::Type);
+    }
+
+    fn extend_imports(&mut self, imports: &mut wasm_encoder::ImportSection) {
+        let (module, name) = EXHAUSTED_IMPORT;
+        let ty = EntityType::Function(self.layout.exhausted_type());
+        imports.import(module, name, ty);
+        self.added.push(SectionId::Import);
+    }
+
+    fn extend_globals(&mut self, globals: &mut wasm_encoder::GlobalSection) {
+        let ty = GlobalType {
+            val_type: ValType::I64,
+            mutable: true,
+            shared: false,
+        };
+        globals.global(ty, &ConstExpr::i64_const(0));
+        self.added.push(SectionId::Global);
+    }
+
+    fn extend_exports(&mut self, exports: &mut wasm_encoder::ExportSection) {
+        exports.export(FUEL_EXPORT, ExportKind::Global, self.layout.fuel_global());
+        self.added.push(SectionId::Export);
+    }
+
+    /// Subtracts `cost` from the fuel global and calls the exhausted import if it went below
+    /// zero.
+    fn charge(&self, f: &mut wasm_encoder::Function, scratch: &Scratch, cost: u64) {
+        let global = self.layout.fuel_global();
+        f.instruction(&Instruction::GlobalGet(global))
+            .instruction(&Instruction::I64Const(cost as i64))
+            .instruction(&Instruction::I64Sub)
+            .instruction(&Instruction::LocalTee(scratch.count))
+            .instruction(&Instruction::GlobalSet(global))
+            .instruction(&Instruction::LocalGet(scratch.count))
+            .instruction(&Instruction::I64Const(0))
+            .instruction(&Instruction::I64LtS)
+            .instruction(&Instruction::If(BlockType::Empty))
+            .instruction(&Instruction::Call(self.layout.exhausted_function()))
+            .instruction(&Instruction::End);
+    }
+
+    /// Subtracts `cost` from the fuel global; the next check point tests it.
+    fn charge_unchecked(&self, f: &mut wasm_encoder::Function, cost: u64) {
+        let global = self.layout.fuel_global();
+        f.instruction(&Instruction::GlobalGet(global))
+            .instruction(&Instruction::I64Const(cost as i64))
+            .instruction(&Instruction::I64Sub)
+            .instruction(&Instruction::GlobalSet(global));
+    }
+
+    /// Subtracts the length operand on top of the stack (a bulk operation's) from the fuel
+    /// global, leaving the stack as it was; the next check point tests the global.
+    fn charge_length(&self, f: &mut wasm_encoder::Function, scratch: &Scratch) {
+        let global = self.layout.fuel_global();
+        f.instruction(&Instruction::LocalTee(scratch.length))
+            .instruction(&Instruction::GlobalGet(global))
+            .instruction(&Instruction::LocalGet(scratch.length))
+            .instruction(&Instruction::I64ExtendI32U)
+            .instruction(&Instruction::I64Sub)
+            .instruction(&Instruction::GlobalSet(global));
+    }
+}
+
+/// How one function is metered.
+#[derive(Clone, Default)]
+struct Plan {
+    /// What each check point charges: the function's entry, then each loop header. Empty when
+    /// the callers pay for the function.
+    charges: Vec<u64>,
+    /// Whether the entry also tests the global. Every loop header does; an entry must when
+    /// the function can be part of an unbounded chain of calls without a loop, which needs a
+    /// cycle of calls: one of direct calls (the function is in it), or one through a table or
+    /// a reference (the function making that call is in it). Elsewhere the entry only
+    /// subtracts, and a test follows at the next loop or cycle. A test makes every function
+    /// a caller (of the host's import), and a caller pays for its frame: testing at every
+    /// entry cost a call-heavy program 8 % more time than subtracting alone.
+    entry_checked: bool,
+}
+
+/// Whether each defined function is in a cycle of direct calls (itself included): Tarjan's
+/// strongly connected components, iteratively, so that a deep chain of calls in a hostile
+/// module cannot exhaust the host's stack.
+fn in_cycle(shapes: &[Shape], imported_functions: u32) -> Vec<bool> {
+    let n = shapes.len();
+    let edges: Vec<Vec<usize>> = shapes
+        .iter()
+        .map(|shape| {
+            shape
+                .calls
+                .iter()
+                .filter_map(|&(_, callee)| callee.checked_sub(imported_functions))
+                .map(|c| c as usize)
+                .filter(|&c| c < n)
+                .collect()
+        })
+        .collect();
+    const UNSEEN: usize = usize::MAX;
+    let mut index = vec![UNSEEN; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut cyclic = vec![false; n];
+    let mut next = 0;
+    for root in 0..n {
+        if index[root] != UNSEEN {
+            continue;
+        }
+        // Each frame: a function and how many of its edges have been followed.
+        let mut frames = vec![(root, 0usize)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut followed)) = frames.last_mut() {
+            if let Some(&w) = edges[v].get(*followed) {
+                *followed += 1;
+                if index[w] == UNSEEN {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    frames.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            frames.pop();
+            if let Some(&(parent, _)) = frames.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut members = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    members.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                let recursive = members.len() > 1 || edges[v].contains(&v);
+                for w in members {
+                    cyclic[w] = recursive;
+                }
+            }
+        }
+    }
+    cyclic
+}
+
+/// One function's code as the meter sees it.
+struct Shape {
+    /// The operators in each region: the function's own first, then each loop's in the order
+    /// the loops open.
+    regions: Vec<u64>,
+    /// Each direct call: the region it is in and the function it calls.
+    calls: Vec<(usize, u32)>,
+    /// Whether it calls through a table or a reference (a callee the meter cannot know).
+    calls_indirectly: bool,
+    /// Functions it takes a reference to (`ref.func`).
+    referenced: Vec<u32>,
+}
+
+impl Shape {
+    fn read(func: &FunctionBody<'_>) -> wasmparser::Result<Self> {
+        let mut shape = Shape {
+            regions: vec![0],
+            calls: Vec::new(),
+            calls_indirectly: false,
+            referenced: Vec::new(),
+        };
+        // The region each open block belongs to; a loop opens a region of its own.
+        let mut open = vec![0usize];
+        let mut reader = func.get_operators_reader()?;
+        while !reader.eof() {
+            let operator = reader.read()?;
+            let region = open.last().copied().unwrap_or(0);
+            match operator {
+                Operator::Loop { .. } => {
+                    shape.regions.push(0);
+                    open.push(shape.regions.len() - 1);
+                    continue;
+                }
+                Operator::Block { .. }
+                | Operator::If { .. }
+                | Operator::TryTable { .. }
+                | Operator::Try { .. } => {
+                    open.push(region);
+                    continue;
+                }
+                Operator::End => {
+                    open.pop();
+                    continue;
+                }
+                Operator::Nop
+                | Operator::Drop
+                | Operator::Else
+                | Operator::Unreachable
+                | Operator::Return => continue,
+                Operator::Call { function_index } | Operator::ReturnCall { function_index } => {
+                    shape.calls.push((region, function_index));
+                }
+                Operator::CallIndirect { .. }
+                | Operator::ReturnCallIndirect { .. }
+                | Operator::CallRef { .. }
+                | Operator::ReturnCallRef { .. } => shape.calls_indirectly = true,
+                Operator::RefFunc { function_index } => shape.referenced.push(function_index),
+                _ => {}
+            }
+            shape.regions[region] += 1;
+        }
+        Ok(shape)
+    }
+}
+
+/// What each defined function's check points charge. A function with no loop, no indirect
+/// call and only such functions (or imports) as callees, which neither the host nor a table
+/// enters, runs a bounded amount of code: it gets no check point, and each direct call of it
+/// charges, in the caller's region, all the operators it and its callees hold. Small helpers
+/// that the compiler did not inline are most of the function entries a program makes, and
+/// this takes their check off them.
+fn plan(
+    shapes: &[Shape],
+    imported_functions: u32,
+    entered_from_outside: &std::collections::HashSet<u32>,
+) -> Vec<Plan> {
+    let defined = |func: u32| func.checked_sub(imported_functions).map(|i| i as usize);
+    let candidate = |i: usize, shape: &Shape| {
+        shape.regions.len() == 1
+            && !shape.calls_indirectly
+            && !entered_from_outside.contains(&(imported_functions + i as u32))
+    };
+    // Folded bottom-up: a candidate is folded once every defined function it calls is. Those
+    // in a cycle of calls never are.
+    let mut waiting_on: Vec<usize> = vec![0; shapes.len()];
+    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); shapes.len()];
+    let mut ready = Vec::new();
+    for (i, shape) in shapes.iter().enumerate() {
+        if !candidate(i, shape) {
+            continue;
+        }
+        for &(_, callee) in &shape.calls {
+            if let Some(callee) = defined(callee).filter(|&c| c < shapes.len()) {
+                waiting_on[i] += 1;
+                callers[callee].push(i);
+            }
+        }
+        if waiting_on[i] == 0 {
+            ready.push(i);
+        }
+    }
+    // The whole cost of each folded function, which its callers pay.
+    let mut folded: Vec<Option<u64>> = vec![None; shapes.len()];
+    let folded_cost = |folded: &[Option<u64>], callee: u32| {
+        defined(callee).and_then(|c| folded.get(c).copied().flatten())
+    };
+    while let Some(i) = ready.pop() {
+        let shape = &shapes[i];
+        let mut total = shape.regions[0];
+        for &(_, callee) in &shape.calls {
+            total = total.saturating_add(folded_cost(&folded, callee).unwrap_or(0));
+        }
+        folded[i] = Some(total);
+        for &caller in &callers[i] {
+            waiting_on[caller] -= 1;
+            if waiting_on[caller] == 0 {
+                ready.push(caller);
+            }
+        }
+    }
+    shapes
+        .iter()
+        .zip(&folded)
+        .zip(in_cycle(shapes, imported_functions))
+        .map(|((shape, own), cyclic)| {
+            if own.is_some() {
+                return Plan::default();
+            }
+            let mut charges = shape.regions.clone();
+            for &(region, callee) in &shape.calls {
+                if let Some(cost) = folded_cost(&folded, callee) {
+                    charges[region] = charges[region].saturating_add(cost);
+                }
+            }
+            Plan {
+                charges,
+                entry_checked: cyclic || shape.calls_indirectly,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plans(wat: &str) -> Vec<Plan> {
+        Layout::read(&wat::parse_str(wat).unwrap()).unwrap().plans
+    }
+
+    /// The exports of `wasm`, by name, with the index each refers to.
+    fn exports(wasm: &[u8]) -> Vec<(String, u32)> {
+        let mut found = Vec::new();
+        for payload in Parser::new(0).parse_all(wasm) {
+            if let wasmparser::Payload::ExportSection(reader) = payload.unwrap() {
+                for export in reader {
+                    let export = export.unwrap();
+                    found.push((export.name.to_owned(), export.index));
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn a_metered_module_is_valid_and_its_functions_keep_their_meaning() {
+        let wasm = wat::parse_str(
+            r#"(module
+                (import "host" "f" (func $imported))
+                (table 2 funcref)
+                (elem (i32.const 0) $a $b)
+                (global $g (mut i32) (i32.const 0))
+                (func $a (export "a") (call $b) (call $imported))
+                (func $b (loop (br_if 0 (global.get $g))) (memory.fill (i32.const 0) (i32.const 0) (i32.const 1)))
+                (memory 1)
+                (start $b))"#,
+        )
+        .unwrap();
+        let metered = instrument(&wasm).unwrap();
+        wasmparser::Validator::new().validate_all(&metered).unwrap();
+        // The import comes after the module's own, so `a` moved from 1 to 2; the new global
+        // comes after `$g`.
+        assert_eq!(
+            exports(&metered),
+            [("a".to_owned(), 2), (FUEL_EXPORT.to_owned(), 1)]
+        );
+    }
+
+    #[test]
+    fn the_sections_the_meter_needs_are_added_when_missing() {
+        let wasm = wat::parse_str(r#"(module (func (export "spin") (loop (br 0))))"#).unwrap();
+        let metered = instrument(&wasm).unwrap();
+        wasmparser::Validator::new().validate_all(&metered).unwrap();
+        let mut imports = Vec::new();
+        for payload in Parser::new(0).parse_all(&metered) {
+            if let wasmparser::Payload::ImportSection(reader) = payload.unwrap() {
+                for import in reader.into_imports() {
+                    let import = import.unwrap();
+                    imports.push((import.module.to_owned(), import.name.to_owned()));
+                }
+            }
+        }
+        let (module, name) = EXHAUSTED_IMPORT;
+        assert_eq!(imports, [(module.to_owned(), name.to_owned())]);
+        assert_eq!(
+            exports(&metered),
+            [("spin".to_owned(), 1), (FUEL_EXPORT.to_owned(), 0)]
+        );
+    }
+
+    #[test]
+    fn modules_the_meter_cannot_take_are_refused() {
+        let taken =
+            wat::parse_str(r#"(module (global (export "codemode_fuel") i32 (i32.const 0)))"#)
+                .unwrap();
+        assert!(instrument(&taken).unwrap_err().contains(FUEL_EXPORT));
+        assert!(instrument(b"\0asm junk").is_err());
+    }
+
+    #[test]
+    fn helpers_are_paid_for_by_their_callers_and_cycles_are_tested() {
+        let plans = plans(
+            r#"(module
+                (type $t (func))
+                (table 1 funcref)
+                (elem (i32.const 0) $by_table)
+                (func $leaf (drop (i32.add (i32.const 1) (i32.const 2))))
+                (func $calls_leaf (call $leaf) (call $leaf) (loop (call $leaf)))
+                (func $recursive (call $recursive))
+                (func $indirect (call_indirect (type $t) (i32.const 0)))
+                (func $by_table (nop))
+                (func (export "exported") (nop)))"#,
+        );
+        // $leaf: folded (i32.const, i32.const, i32.add; `drop` is free).
+        assert!(plans[0].charges.is_empty());
+        // $calls_leaf pays for two calls of $leaf at its entry and one in its loop, each a
+        // call (1) plus the leaf's 3.
+        assert_eq!(plans[1].charges, [8, 4]);
+        assert!(!plans[1].entry_checked, "no cycle goes through it");
+        assert!(plans[2].entry_checked, "it calls itself");
+        assert!(plans[3].entry_checked, "it calls through a table");
+        assert!(!plans[4].charges.is_empty(), "a table can call it");
+        assert!(!plans[5].charges.is_empty(), "the host can call it");
+    }
+}

@@ -1,0 +1,166 @@
+//! The compute meter: fuel counted by the guest's own code, in a global the host fills.
+//!
+//! A run's compute budget is fuel ([`crate::config::FUEL_PER_MS`] to the millisecond). The
+//! metered module (see [`instrument`]) subtracts each region's cost from its fuel global at
+//! the region's check point, and calls the host when the global goes below zero. The host keeps
+//! the rest of the budget *outside* the global and hands it over a slice of [`SLICE`] at a
+//! time, so the guest comes back to the host at least every slice: that return is where the
+//! wall clock and aborts are checked while a guest computes ([`on_exhausted`]), and where the
+//! run's task may give its thread back. What is left is always the global plus what is
+//! outside, so the fuel a run burns does not depend on how it was sliced: the same program
+//! given the same replies burns the same fuel on any machine.
+
+pub(crate) mod instrument;
+
+use wasmtime::{AsContextMut, Caller, Global, Trap, Val};
+
+use crate::run::RunState;
+
+/// Most fuel the guest holds at a time: half a millisecond of compute at `FUEL_PER_MS`, so a
+/// guest that only computes comes back to the host every 0.25–1 ms (the rate depends on the
+/// program), where it is stopped if its wall clock has run out or it was aborted.
+pub(crate) const SLICE: u64 = crate::config::FUEL_PER_MS / 2;
+
+/// A run's fuel: the part in the guest's global and the part the host still holds.
+#[derive(Debug)]
+pub(crate) struct Meter {
+    /// The guest's fuel global (zero when the guest starts), once the guest is instantiated.
+    pub(crate) global: Option<Global>,
+    /// Fuel not yet handed to the guest.
+    outside: u64,
+}
+
+impl Meter {
+    /// A meter holding `fuel`, all of it outside the guest until its first check point.
+    pub(crate) fn new(fuel: u64) -> Self {
+        Self {
+            global: None,
+            outside: fuel,
+        }
+    }
+}
+
+/// The global's value; zero before the guest has come for fuel.
+fn in_guest(store: &mut impl AsContextMut<Data = RunState>) -> i64 {
+    let global = store
+        .as_context_mut()
+        .data()
+        .meter
+        .as_ref()
+        .and_then(|m| m.global);
+    let Some(global) = global else {
+        return 0;
+    };
+    match global.get(store.as_context_mut()) {
+        Val::I64(fuel) => fuel,
+        _ => 0,
+    }
+}
+
+/// Fuel the run has left (none on an unmetered engine). The global is below zero only between
+/// a charge and its check.
+pub(crate) fn left(store: &mut impl AsContextMut<Data = RunState>) -> u64 {
+    let outside = store
+        .as_context_mut()
+        .data()
+        .meter
+        .as_ref()
+        .map_or(0, |m| m.outside);
+    let left = i128::from(outside) + i128::from(in_guest(store));
+    u64::try_from(left.max(0)).unwrap_or(u64::MAX)
+}
+
+/// Splits `left` into a slice for the guest and the rest outside it.
+fn hand_over(store: &mut impl AsContextMut<Data = RunState>, left: u64) -> wasmtime::Result<()> {
+    let slice = left.min(SLICE);
+    let mut context = store.as_context_mut();
+    let Some(meter) = context.data_mut().meter.as_mut() else {
+        return Ok(());
+    };
+    match meter.global {
+        Some(global) => {
+            meter.outside = left - slice;
+            // `slice` is at most `SLICE`, far below `i64::MAX`.
+            global.set(context, Val::I64(slice as i64))
+        }
+        None => {
+            meter.outside = left;
+            Ok(())
+        }
+    }
+}
+
+/// Takes `cost` fuel for work the host does on the guest's behalf, before doing it; a run that
+/// cannot pay stops with its compute budget spent. Unmetered engines charge nothing. The cost
+/// comes off the guest's slice, which may go below zero: the next check point then hands the
+/// guest its next slice, and yields, as if the guest had spent it itself (a loop of host calls
+/// yields as often as a loop of its own work).
+pub(crate) fn charge(
+    store: &mut impl AsContextMut<Data = RunState>,
+    cost: u64,
+) -> wasmtime::Result<()> {
+    let mut context = store.as_context_mut();
+    let Some(meter) = context.data().meter.as_ref() else {
+        return Ok(());
+    };
+    let (outside, global) = (meter.outside, meter.global);
+    let Some(global) = global else {
+        return Ok(());
+    };
+    let in_guest = match global.get(&mut context) {
+        Val::I64(fuel) => fuel,
+        _ => 0,
+    };
+    let cost = i64::try_from(cost).unwrap_or(i64::MAX);
+    let after = in_guest.saturating_sub(cost);
+    if i128::from(outside) + i128::from(after) < 0 {
+        hand_over(store, 0)?;
+        return Err(wasmtime::Error::new(Trap::OutOfFuel));
+    }
+    global.set(&mut context, Val::I64(after))
+}
+
+/// The metered guest's call when its global went below zero: the run stops if its budget is
+/// spent, and otherwise gets its next slice after a yield to the host (see
+/// `run::alongside_calls`, which checks the wall clock and aborts there).
+pub(crate) async fn on_exhausted(mut caller: Caller<'_, RunState>) -> wasmtime::Result<()> {
+    let Some(meter) = caller.data().meter.as_ref() else {
+        // A module that imports the meter's function itself, run unmetered.
+        YieldOnce(false).await;
+        return Ok(());
+    };
+    if meter.global.is_none() {
+        return Err(wasmtime::Error::msg(
+            "the metered module does not export its fuel global",
+        ));
+    }
+    let outside = meter.outside;
+    let left = i128::from(outside) + i128::from(in_guest(&mut caller));
+    if left < 0 {
+        hand_over(&mut caller, 0)?;
+        return Err(wasmtime::Error::new(Trap::OutOfFuel));
+    }
+    hand_over(&mut caller, u64::try_from(left).unwrap_or(u64::MAX))?;
+    YieldOnce(false).await;
+    Ok(())
+}
+
+/// Pending once (after waking its task), then ready: suspends the guest's fiber so that the
+/// future running it returns to the host.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
