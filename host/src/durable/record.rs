@@ -22,8 +22,9 @@ use sha2::Sha256;
 use crate::config::MAX_MEMORY_BYTES as MAX_MEMORY;
 
 const MAGIC: &[u8; 8] = b"CMPAUSE\0";
-/// Bumped whenever the layout or the header's meaning changes.
-pub const FORMAT: u32 = 1;
+/// Bumped whenever the layout or the header's meaning changes (2: fuel counted by the guest's
+/// meter, in its units).
+pub const FORMAT: u32 = 2;
 const TAG: usize = 32;
 /// Magic, format, header length; then the memory's length.
 const FRAMING: u64 = 8 + 4 + 4 + 8;
