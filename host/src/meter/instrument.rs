@@ -747,7 +747,9 @@ mod tests {
                 (func $recursive (call $recursive))
                 (func $indirect (call_indirect (type $t) (i32.const 0)))
                 (func $by_table (nop))
-                (func (export "exported") (nop)))"#,
+                (func (export "exported") (nop))
+                (func $ping (call $pong))
+                (func $pong (call $ping)))"#,
         );
         // $leaf: folded (i32.const, i32.const, i32.add; `drop` is free).
         assert!(plans[0].charges.is_empty());
@@ -759,5 +761,9 @@ mod tests {
         assert!(plans[3].entry_checked, "it calls through a table");
         assert!(!plans[4].charges.is_empty(), "a table can call it");
         assert!(!plans[5].charges.is_empty(), "the host can call it");
+        assert!(
+            plans[6].entry_checked && plans[7].entry_checked,
+            "they call each other"
+        );
     }
 }
