@@ -2,8 +2,9 @@
 //!
 //! Compiling Boa with Cranelift takes seconds, so the compiled module is cached on disk, keyed
 //! by the guest's hash, the engine's configuration (epoch instrumentation is baked into machine
-//! code) and whether the fuel meter is compiled in. A cache entry carries its own length and checksum; a stale, truncated or
-//! corrupt entry is detected, recompiled and rewritten. Before compiling, the guest is
+//! code) and the version of the fuel meter compiled in, if any. A cache entry carries its own
+//! length and checksum; a stale, truncated or corrupt entry is detected, recompiled and
+//! rewritten. Before compiling, the guest is
 //! pre-initialised (Wizer): its Boa realm and prelude are built once and captured in the module's
 //! data, so a run starts from a ready engine; then the fuel meter is compiled into it
 //! (`meter::instrument`). Runs are interrupted by fuel alone (see
@@ -109,13 +110,12 @@ pub struct Shared {
 /// compiled module.
 ///
 /// Runs use [`Interruption::Fuel`]: fuel is the compute budget (deterministic, counts only the
-/// guest's own work, bulk memory operations by the byte; see `meter`), and a busy guest comes
-/// back to the host for more every half millisecond or so of it, where the host enforces the
-/// wall clock and aborts. Epoch
-/// instrumentation (a check at every function entry and loop header) would do the latter
-/// too, at a third more time on data-heavy programs (`codemode bench --interruption`). The
-/// other schemes exist to measure what each mechanism costs; without fuel, nothing enforces
-/// the compute budget while wasm runs, and with neither, nothing stops it at all.
+/// guest's own work, bulk operations by the byte or element; see `meter`), and a busy guest
+/// comes back to the host for more every half millisecond or so of it, where the host enforces
+/// the wall clock and aborts. Epoch instrumentation (a check at every function entry and loop
+/// header) would do the latter too, at a fifth more time (`codemode bench --interruption`).
+/// The other schemes exist to measure what each mechanism costs; without fuel, nothing
+/// enforces the compute budget while wasm runs, and with neither, nothing stops it at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 // Runs only ever use `Fuel`; the other schemes are built by `codemode bench` (feature `bench`).
 #[cfg_attr(not(feature = "bench"), allow(dead_code))]
@@ -317,7 +317,9 @@ fn cache_path(engine: &Engine, interruption: Interruption) -> Option<PathBuf> {
     engine.precompile_compatibility_hash().hash(&mut hasher);
     CACHE_FORMAT.hash(&mut hasher);
     // The meter is in the module, not in the engine's configuration.
-    interruption.fuel().hash(&mut hasher);
+    if interruption.fuel() {
+        crate::meter::instrument::VERSION.hash(&mut hasher);
+    }
     let key = format!(
         "guest-{}-{:016x}.cwasm",
         &GUEST_SHA256[..16],

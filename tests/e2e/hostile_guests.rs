@@ -205,6 +205,74 @@ async fn recursion_without_a_loop_stops_at_its_wall_clock() {
     }
 }
 
+/// A guest whose `cm_run` calls the first of 64 functions that each call the next twice: 2^64
+/// calls, no loop and no cycle. Exported, each function pays for itself; not exported, each
+/// would be charged to its caller; either way some of them must test the fuel.
+fn call_chain(exported: bool) -> String {
+    let mut wat = String::from(
+        "(module (import \"codemode\" \"output_limit\" (func $output_limit)) \
+         (memory (export \"memory\") 1)",
+    );
+    for i in 0..64 {
+        let export = if exported {
+            format!("(export \"f{i}\")")
+        } else {
+            String::new()
+        };
+        let body = if i == 63 {
+            "(nop)".to_owned()
+        } else {
+            format!("(call $f{next}) (call $f{next})", next = i + 1)
+        };
+        wat.push_str(&format!("(func $f{i} {export} {body})"));
+    }
+    wat.push_str(
+        "(func (export \"cm_run\") (result i32) (call $f0) (i32.const 1)) \
+         (func (export \"cm_deliver\") (param i32) (result i32) (i32.const 0)))",
+    );
+    wat
+}
+
+#[tokio::test]
+async fn a_chain_of_calls_without_a_loop_or_a_cycle_runs_out_of_fuel() {
+    for exported in [true, false] {
+        let budgets = Budgets {
+            compute_ms: 20,
+            ..Budgets::default()
+        };
+        let r = run_guest(
+            &call_chain(exported),
+            budgets,
+            Arc::new(AtomicUsize::new(0)),
+        )
+        .await;
+        failure(&r, FailureKind::Timeout);
+        assert_eq!(
+            r.error.unwrap().cause,
+            Some(FailureCause::Compute),
+            "{exported}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_start_function_is_metered() {
+    let wat = r#"(module
+        (import "codemode" "output_limit" (func $output_limit))
+        (memory (export "memory") 1)
+        (func $spin (loop (br 0)))
+        (start $spin)
+        (func (export "cm_run") (result i32) (i32.const 1))
+        (func (export "cm_deliver") (param i32) (result i32) (i32.const 0)))"#;
+    let budgets = Budgets {
+        compute_ms: 20,
+        ..Budgets::default()
+    };
+    let r = run_guest(wat, budgets, Arc::new(AtomicUsize::new(0))).await;
+    failure(&r, FailureKind::Timeout);
+    assert_eq!(r.error.unwrap().cause, Some(FailureCause::Compute));
+}
+
 #[tokio::test]
 async fn bulk_memory_is_charged_by_the_byte() {
     let fuel = |bytes: u32| async move {

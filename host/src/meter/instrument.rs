@@ -5,15 +5,18 @@
 //! loops, or one loop's body outside the loops nested in it) is a *region*, and its cost is
 //! the number of operators it holds, priced as wasmtime's own fuel prices them (1 each, 0 for
 //! the structural ones). At each check point the region's cost is subtracted from a mutable
-//! `i64` global and, once the global is below zero, the host's [`EXHAUSTED_IMPORT`] is called.
-//! A region's cost does not depend on which of its branches run, so the meter charges what a
-//! region could run rather than what it ran, and two runs of the same code charge the same.
-//! `memory.copy` and `memory.fill` are charged their length in bytes as well, when they run.
+//! `i64` global. Loop headers, and the entries of the functions [`plan`] picks, also test the
+//! global and call the host's [`EXHAUSTED_IMPORT`] once it is below zero; they are placed so
+//! that no unbounded work can pass without a test. A region's cost does not depend on which
+//! of its branches run, so the meter charges what a region could run rather than what it ran,
+//! and two runs of the same code charge the same. Bulk operations (`memory.copy`,
+//! `memory.fill`, `memory.init`, `table.copy`, `table.fill`, `table.init`) are charged their
+//! length as well, when they run.
 //!
 //! wasmtime's fuel counts each block as it runs, keeps the count in a register that every call
-//! saves and reloads, and checks it at each function entry and loop header; this meter does
-//! one subtraction in memory and one test per check point instead, which is about a fifth of
-//! the time of a call-heavy program (see `GUIDE.md`).
+//! saves and reloads, and tests it at each function entry and loop header; this meter does one
+//! subtraction in memory at each check point and tests only some of them, which is about a
+//! fifth of the time of a call-heavy program (see `GUIDE.md`).
 
 use wasm_encoder::reencode::{self, Reencode};
 use wasm_encoder::{
@@ -23,6 +26,10 @@ use wasmparser::{ExternalKind, FunctionBody, Operator, Parser, TypeRef};
 
 /// The module and name of the import a metered module calls when its global goes negative.
 pub(crate) const EXHAUSTED_IMPORT: (&str, &str) = ("codemode", "fuel_exhausted");
+
+/// Which rewrite a compiled module carries: part of its cache key, so that a module compiled
+/// by an earlier meter is compiled again.
+pub(crate) const VERSION: u32 = 2;
 
 /// The export under which a metered module's fuel global is reachable from the host.
 pub(crate) const FUEL_EXPORT: &str = "codemode_fuel";
@@ -41,6 +48,25 @@ pub(crate) fn instrument(wasm: &[u8]) -> Result<Vec<u8>, String> {
         .parse_core_module(&mut module, Parser::new(0), wasm)
         .map_err(|e| format!("metering the module: {e}"))?;
     Ok(module.finish())
+}
+
+/// Why a module with 64-bit memories or tables is refused: the meter charges bulk operations by
+/// a 32-bit length.
+const WIDE: &str = "metering the module: 64-bit memories and tables are not supported";
+
+/// Adds the functions a constant expression takes a reference to (and so a table or a
+/// reference may call) to `functions`.
+fn referenced_in(
+    expression: wasmparser::ConstExpr<'_>,
+    functions: &mut std::collections::HashSet<u32>,
+) -> wasmparser::Result<()> {
+    let mut reader = expression.get_operators_reader();
+    while !reader.eof() {
+        if let Operator::RefFunc { function_index } = reader.read()? {
+            functions.insert(function_index);
+        }
+    }
+    Ok(())
 }
 
 /// What the rewrite needs to know about the module before it reaches the code.
@@ -87,7 +113,27 @@ impl Layout {
                                 layout.imported_functions += 1
                             }
                             TypeRef::Global(_) => layout.globals += 1,
+                            TypeRef::Memory(memory) if memory.memory64 => return Err(WIDE.into()),
+                            TypeRef::Table(table) if table.table64 => return Err(WIDE.into()),
                             _ => {}
+                        }
+                    }
+                }
+                wasmparser::Payload::MemorySection(reader) => {
+                    for memory in reader {
+                        if memory.map_err(error)?.memory64 {
+                            return Err(WIDE.into());
+                        }
+                    }
+                }
+                wasmparser::Payload::TableSection(reader) => {
+                    for table in reader {
+                        let table = table.map_err(error)?;
+                        if table.ty.table64 {
+                            return Err(WIDE.into());
+                        }
+                        if let wasmparser::TableInit::Expr(init) = table.init {
+                            referenced_in(init, &mut entered_from_outside).map_err(error)?;
                         }
                     }
                 }
@@ -98,6 +144,10 @@ impl Layout {
                 }
                 wasmparser::Payload::GlobalSection(reader) => {
                     layout.globals += reader.count();
+                    for global in reader {
+                        let init = global.map_err(error)?.init_expr;
+                        referenced_in(init, &mut entered_from_outside).map_err(error)?;
+                    }
                 }
                 wasmparser::Payload::ExportSection(reader) => {
                     for export in reader {
@@ -123,15 +173,9 @@ impl Layout {
                             }
                             wasmparser::ElementItems::Expressions(_, expressions) => {
                                 for expression in expressions {
-                                    let mut reader =
-                                        expression.map_err(error)?.get_operators_reader();
-                                    while !reader.eof() {
-                                        if let Operator::RefFunc { function_index } =
-                                            reader.read().map_err(error)?
-                                        {
-                                            entered_from_outside.insert(function_index);
-                                        }
-                                    }
+                                    let expression = expression.map_err(error)?;
+                                    referenced_in(expression, &mut entered_from_outside)
+                                        .map_err(error)?;
                                 }
                             }
                         }
@@ -339,7 +383,12 @@ impl Reencode for Metering {
             let operator = reader.read()?;
             let length_charged = matches!(
                 operator,
-                Operator::MemoryCopy { .. } | Operator::MemoryFill { .. }
+                Operator::MemoryCopy { .. }
+                    | Operator::MemoryFill { .. }
+                    | Operator::MemoryInit { .. }
+                    | Operator::TableCopy { .. }
+                    | Operator::TableFill { .. }
+                    | Operator::TableInit { .. }
             );
             if length_charged {
                 self.charge_length(&mut f, &scratch);
@@ -436,10 +485,11 @@ struct Plan {
     /// Whether the entry also tests the global. Every loop header does; an entry must when
     /// the function can be part of an unbounded chain of calls without a loop, which needs a
     /// cycle of calls: one of direct calls (the function is in it), or one through a table or
-    /// a reference (the function making that call is in it). Elsewhere the entry only
-    /// subtracts, and a test follows at the next loop or cycle. A test makes every function
-    /// a caller (of the host's import), and a caller pays for its frame: testing at every
-    /// entry cost a call-heavy program 8 % more time than subtracting alone.
+    /// a reference (the function making that call is in it); and when it could run more than
+    /// [`UNTESTED_LIMIT`] before a test. Elsewhere the entry only subtracts, and a test
+    /// follows within that limit. A test makes every function a caller (of the host's import),
+    /// and a caller pays for its frame: testing at every entry cost a call-heavy program 8 %
+    /// more time than subtracting alone.
     entry_checked: bool,
 }
 
@@ -523,8 +573,8 @@ struct Shape {
     regions: Vec<u64>,
     /// Each direct call: the region it is in and the function it calls.
     calls: Vec<(usize, u32)>,
-    /// Whether it calls through a table or a reference (a callee the meter cannot know).
-    calls_indirectly: bool,
+    /// How many calls it makes through a table or a reference (callees the meter cannot know).
+    indirect_calls: u32,
     /// Functions it takes a reference to (`ref.func`).
     referenced: Vec<u32>,
 }
@@ -534,7 +584,7 @@ impl Shape {
         let mut shape = Shape {
             regions: vec![0],
             calls: Vec::new(),
-            calls_indirectly: false,
+            indirect_calls: 0,
             referenced: Vec::new(),
         };
         // The region each open block belongs to; a loop opens a region of its own.
@@ -571,7 +621,7 @@ impl Shape {
                 Operator::CallIndirect { .. }
                 | Operator::ReturnCallIndirect { .. }
                 | Operator::CallRef { .. }
-                | Operator::ReturnCallRef { .. } => shape.calls_indirectly = true,
+                | Operator::ReturnCallRef { .. } => shape.indirect_calls += 1,
                 Operator::RefFunc { function_index } => shape.referenced.push(function_index),
                 _ => {}
             }
@@ -581,34 +631,59 @@ impl Shape {
     }
 }
 
-/// What each defined function's check points charge. A function with no loop, no indirect
-/// call and only such functions (or imports) as callees, which neither the host nor a table
-/// enters, runs a bounded amount of code: it gets no check point, and each direct call of it
-/// charges, in the caller's region, all the operators it and its callees hold. Small helpers
-/// that the compiler did not inline are most of the function entries a program makes, and
-/// this takes their check off them.
+/// Most operators a function that is not tested at its entry may run before its callers' next
+/// test: its own regions and those of the untested functions it calls, all counted in full.
+/// A function that could run more is tested at its entry, like a function in a cycle of
+/// calls, so the work between two tests stays bounded whatever the shape of the call graph
+/// (a chain of functions that each call the next twice runs 2^n calls with no cycle and no
+/// loop). The same bound caps what a folded function may cost its callers. About a
+/// millisecond of work; the guest's functions are far below it.
+const UNTESTED_LIMIT: u64 = 1_000_000;
+
+/// The largest charge a check point subtracts: the global can then not wrap around however
+/// many untested charges follow one another.
+const MAX_CHARGE: u64 = 1 << 40;
+
+/// How each defined function is metered, decided callees first. A function with no loop, no
+/// indirect call and only folded functions (or imports) as callees, which neither the host
+/// nor a table enters, and whose whole cost is at most [`UNTESTED_LIMIT`], is *folded*: it
+/// gets no check point, and each direct call of it charges, in the caller's region, all the
+/// operators it and its callees hold. Any other function charges at its entry and loop
+/// headers, and tests at its entry too when it is in a cycle of direct calls, calls through
+/// a table or a reference (which may close a cycle), or could run more than
+/// [`UNTESTED_LIMIT`] before a test.
 fn plan(
     shapes: &[Shape],
     imported_functions: u32,
     entered_from_outside: &std::collections::HashSet<u32>,
 ) -> Vec<Plan> {
-    let defined = |func: u32| func.checked_sub(imported_functions).map(|i| i as usize);
-    let candidate = |i: usize, shape: &Shape| {
-        shape.regions.len() == 1
-            && !shape.calls_indirectly
-            && !entered_from_outside.contains(&(imported_functions + i as u32))
+    let n = shapes.len();
+    let defined = |func: u32| {
+        func.checked_sub(imported_functions)
+            .map(|i| i as usize)
+            .filter(|&i| i < n)
     };
-    // Folded bottom-up: a candidate is folded once every defined function it calls is. Those
-    // in a cycle of calls never are.
-    let mut waiting_on: Vec<usize> = vec![0; shapes.len()];
-    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); shapes.len()];
+    let cyclic = in_cycle(shapes, imported_functions);
+    // What a function costs those who call it: folded, its whole cost; untested, the most it
+    // runs before a test; tested, nothing (its test comes first).
+    #[derive(Clone, Copy)]
+    enum Cost {
+        Folded(u64),
+        Untested(u64),
+        Tested,
+    }
+    let mut costs: Vec<Option<Cost>> = vec![None; n];
+    let mut plans: Vec<Plan> = vec![Plan::default(); n];
+    // Callees first: a function is ready once every defined function it calls has its cost,
+    // except that a function in a cycle does not wait for the others in cycles (it is tested
+    // whatever they cost, and they never fold). Waiting can then not go round in a circle: one
+    // would be a cycle of calls through a function that is in none.
+    let mut waiting_on: Vec<usize> = vec![0; n];
+    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut ready = Vec::new();
     for (i, shape) in shapes.iter().enumerate() {
-        if !candidate(i, shape) {
-            continue;
-        }
         for &(_, callee) in &shape.calls {
-            if let Some(callee) = defined(callee).filter(|&c| c < shapes.len()) {
+            if let Some(callee) = defined(callee).filter(|&c| !(cyclic[i] && cyclic[c])) {
                 waiting_on[i] += 1;
                 callers[callee].push(i);
             }
@@ -617,18 +692,51 @@ fn plan(
             ready.push(i);
         }
     }
-    // The whole cost of each folded function, which its callers pay.
-    let mut folded: Vec<Option<u64>> = vec![None; shapes.len()];
-    let folded_cost = |folded: &[Option<u64>], callee: u32| {
-        defined(callee).and_then(|c| folded.get(c).copied().flatten())
-    };
     while let Some(i) = ready.pop() {
         let shape = &shapes[i];
-        let mut total = shape.regions[0];
-        for &(_, callee) in &shape.calls {
-            total = total.saturating_add(folded_cost(&folded, callee).unwrap_or(0));
+        let mut charges = shape.regions.clone();
+        let mut untested_below = 0u64;
+        let mut all_folded = true;
+        for &(region, callee) in &shape.calls {
+            let Some(callee) = defined(callee) else {
+                // An import: the host charges for its own work.
+                continue;
+            };
+            match costs[callee] {
+                Some(Cost::Folded(cost)) => {
+                    charges[region] = charges[region].saturating_add(cost);
+                }
+                Some(Cost::Untested(cost)) => {
+                    untested_below = untested_below.saturating_add(cost);
+                    all_folded = false;
+                }
+                // Tested, or (for a function in a cycle) another in a cycle, tested too.
+                Some(Cost::Tested) | None => all_folded = false,
+            }
         }
-        folded[i] = Some(total);
+        let own: u64 = charges.iter().fold(0, |sum, &c| sum.saturating_add(c));
+        let index = imported_functions + i as u32;
+        let foldable = !cyclic[i]
+            && charges.len() == 1
+            && shape.indirect_calls == 0
+            && all_folded
+            && !entered_from_outside.contains(&index)
+            && own <= UNTESTED_LIMIT;
+        let stretch = own.saturating_add(untested_below);
+        let cost = if foldable {
+            Cost::Folded(own)
+        } else if cyclic[i] || shape.indirect_calls > 0 || stretch > UNTESTED_LIMIT {
+            Cost::Tested
+        } else {
+            Cost::Untested(stretch)
+        };
+        costs[i] = Some(cost);
+        if !foldable {
+            plans[i] = Plan {
+                charges: charges.iter().map(|&c| c.min(MAX_CHARGE)).collect(),
+                entry_checked: matches!(cost, Cost::Tested),
+            };
+        }
         for &caller in &callers[i] {
             waiting_on[caller] -= 1;
             if waiting_on[caller] == 0 {
@@ -636,26 +744,7 @@ fn plan(
             }
         }
     }
-    shapes
-        .iter()
-        .zip(&folded)
-        .zip(in_cycle(shapes, imported_functions))
-        .map(|((shape, own), cyclic)| {
-            if own.is_some() {
-                return Plan::default();
-            }
-            let mut charges = shape.regions.clone();
-            for &(region, callee) in &shape.calls {
-                if let Some(cost) = folded_cost(&folded, callee) {
-                    charges[region] = charges[region].saturating_add(cost);
-                }
-            }
-            Plan {
-                charges,
-                entry_checked: cyclic || shape.calls_indirectly,
-            }
-        })
-        .collect()
+    plans
 }
 
 #[cfg(test)]
@@ -689,7 +778,9 @@ mod tests {
                 (elem (i32.const 0) $a $b)
                 (global $g (mut i32) (i32.const 0))
                 (func $a (export "a") (call $b) (call $imported))
-                (func $b (loop (br_if 0 (global.get $g))) (memory.fill (i32.const 0) (i32.const 0) (i32.const 1)))
+                (func $b
+                    (loop (br_if 0 (global.get $g)))
+                    (memory.fill (i32.const 0) (i32.const 0) (i32.const 1)))
                 (memory 1)
                 (start $b))"#,
         )
@@ -733,6 +824,53 @@ mod tests {
                 .unwrap();
         assert!(instrument(&taken).unwrap_err().contains(FUEL_EXPORT));
         assert!(instrument(b"\0asm junk").is_err());
+    }
+
+    #[test]
+    fn a_function_reachable_through_a_reference_pays_for_itself() {
+        let plans = plans(
+            r#"(module
+                (table 1 funcref)
+                (global funcref (ref.func $in_global))
+                (func $in_global (nop) (nop))
+                (func $plain (nop) (nop)))"#,
+        );
+        assert_eq!(plans[0].charges, [0]);
+        assert!(plans[1].charges.is_empty(), "folded: nothing refers to it");
+    }
+
+    #[test]
+    fn untested_work_is_bounded_and_charges_cannot_wrap() {
+        // 64 functions, each calling the next twice: their costs double at every level.
+        let mut wat = String::from("(module");
+        for i in 0..64 {
+            if i == 63 {
+                wat.push_str(&format!("(func $f{i} (drop (i32.const 0)))"));
+            } else {
+                wat.push_str(&format!(
+                    "(func $f{i} (call $f{n}) (call $f{n}))",
+                    n = i + 1
+                ));
+            }
+        }
+        wat.push(')');
+        let plans = plans(&wat);
+        assert!(
+            plans.iter().any(|p| p.entry_checked),
+            "some level is tested"
+        );
+        for plan in &plans {
+            assert!(plan.charges.iter().all(|&c| c <= MAX_CHARGE));
+        }
+        // The deepest levels are folded into their callers, within the limit.
+        assert!(plans[63].charges.is_empty());
+        assert!(!plans[0].charges.is_empty());
+    }
+
+    #[test]
+    fn wide_memories_are_refused() {
+        let wide = wat::parse_str("(module (memory i64 1))").unwrap();
+        assert!(instrument(&wide).unwrap_err().contains("64-bit"));
     }
 
     #[test]

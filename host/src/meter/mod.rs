@@ -24,7 +24,8 @@ pub(crate) const SLICE: u64 = crate::config::FUEL_PER_MS / 2;
 /// A run's fuel: the part in the guest's global and the part the host still holds.
 #[derive(Debug)]
 pub(crate) struct Meter {
-    /// The guest's fuel global (zero when the guest starts), once the guest is instantiated.
+    /// The guest's fuel global (zero when the guest starts), once the guest is instantiated or
+    /// its start function first comes for fuel.
     pub(crate) global: Option<Global>,
     /// Fuel not yet handed to the guest.
     outside: u64,
@@ -40,7 +41,8 @@ impl Meter {
     }
 }
 
-/// The global's value; zero before the guest has come for fuel.
+/// The global's value; zero while the host does not know the global yet (the guest has not
+/// been instantiated, or its start function is running and has not come for fuel).
 fn in_guest(store: &mut impl AsContextMut<Data = RunState>) -> i64 {
     let global = store
         .as_context_mut()
@@ -57,8 +59,11 @@ fn in_guest(store: &mut impl AsContextMut<Data = RunState>) -> i64 {
     }
 }
 
-/// Fuel the run has left (none on an unmetered engine). The global is below zero only between
-/// a charge and its check.
+/// Fuel the run has left (none on an unmetered engine). The global may be below zero: a check
+/// point that only subtracts, or a host charge, leaves it there until the next test, and a
+/// guest that returns to the host before one has spent up to that much past its budget (at
+/// most `instrument::UNTESTED_LIMIT` operators per frame it returns through); what it has
+/// left is then none.
 pub(crate) fn left(store: &mut impl AsContextMut<Data = RunState>) -> u64 {
     let outside = store
         .as_context_mut()
@@ -105,6 +110,15 @@ pub(crate) fn charge(
     };
     let (outside, global) = (meter.outside, meter.global);
     let Some(global) = global else {
+        // Before the host knows the global (a start function calling the host): the cost
+        // comes off what is outside.
+        let Some(rest) = outside.checked_sub(cost) else {
+            hand_over(store, 0)?;
+            return Err(wasmtime::Error::new(Trap::OutOfFuel));
+        };
+        if let Some(meter) = context.data_mut().meter.as_mut() {
+            meter.outside = rest;
+        }
         return Ok(());
     };
     let in_guest = match global.get(&mut context) {
@@ -130,11 +144,20 @@ pub(crate) async fn on_exhausted(mut caller: Caller<'_, RunState>) -> wasmtime::
         return Ok(());
     };
     if meter.global.is_none() {
-        return Err(wasmtime::Error::msg(
-            "the metered module does not export its fuel global",
-        ));
+        // A start function, running before the host could look the global up.
+        let global = caller
+            .get_export(instrument::FUEL_EXPORT)
+            .and_then(|export| export.into_global());
+        let Some(global) = global else {
+            return Err(wasmtime::Error::msg(
+                "the metered module does not export its fuel global",
+            ));
+        };
+        if let Some(meter) = caller.data_mut().meter.as_mut() {
+            meter.global = Some(global);
+        }
     }
-    let outside = meter.outside;
+    let outside = caller.data().meter.as_ref().map_or(0, |m| m.outside);
     let left = i128::from(outside) + i128::from(in_guest(&mut caller));
     if left < 0 {
         hand_over(&mut caller, 0)?;

@@ -254,6 +254,8 @@ pub(crate) async fn pristine_memory(pre: &InstancePre<RunState>) -> Result<Vec<u
         Instant::now(),
     );
     let mut store = Store::new(pre.module().engine(), state);
+    // No fuel: a start function that computes stops at its first test.
+    store.data_mut().meter = Some(crate::meter::Meter::new(0));
     let instance = pre
         .instantiate_async(&mut store)
         .await

@@ -91,8 +91,8 @@ impl InFlight {
 
 /// What a computing guest is checked against whenever it yields: the run's outcome, its abort
 /// signal and its wall clock. A busy guest comes back to the host for fuel at least every
-/// `meter::SLICE`, and every operator costs fuel (bulk memory operations by the byte), so these
-/// checks come at least that often without the cost of epoch instrumentation in every
+/// `meter::SLICE`, and every operator costs fuel (bulk operations by the byte or element), so
+/// these checks come at least that often without the cost of epoch instrumentation in every
 /// function and loop.
 #[derive(Clone)]
 pub(super) struct Watch {
@@ -147,9 +147,10 @@ where
     std::future::poll_fn(|cx| {
         let slice_ends = Instant::now() + EXECUTOR_SLICE;
         loop {
-            // Every import is synchronous, so a guest call is pending only at a yield, and
-            // polling it again resumes the guest at once (its waker already fired, so the task
-            // is polled again if this returns pending).
+            // Every import but the meter's is synchronous, and the meter's is pending only
+            // once, as a yield: so a guest call is pending only at a yield, and polling it
+            // again resumes the guest at once (its waker already fired, so the task is polled
+            // again if this returns pending).
             if let Poll::Ready(output) = call.as_mut().poll(cx) {
                 return Poll::Ready(output);
             }
