@@ -4,11 +4,10 @@
 //! by the guest's hash, the engine's configuration (epoch instrumentation is baked into machine
 //! code) and the version of the fuel meter compiled in, if any. A cache entry carries its own
 //! length and checksum; a stale, truncated or corrupt entry is detected, recompiled and
-//! rewritten. Before compiling, the guest is
-//! pre-initialised (Wizer): its Boa realm and prelude are built once and captured in the module's
-//! data, so a run starts from a ready engine; then the fuel meter is compiled into it
-//! (`meter::instrument`). Runs are interrupted by fuel alone (see
-//! [`Interruption`]); the epoch ticker here serves only the schemes measured beside it.
+//! rewritten. Before compiling, the guest is pre-initialised (Wizer): its Boa realm and prelude
+//! are built once and captured in the module's data, so a run starts from a ready engine; then
+//! the fuel meter is compiled into it (`meter::instrument`). Runs are interrupted by fuel alone
+//! (see [`Interruption`]); the epoch ticker here serves only the schemes measured beside it.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,8 @@
 //!
 //! A run's compute budget is fuel ([`crate::config::FUEL_PER_MS`] to the millisecond). The
 //! metered module (see [`instrument`]) subtracts each region's cost from its fuel global at
-//! the region's check point, and calls the host when the global goes below zero. The host keeps
+//! the region's check point and, at the check points that test it, calls the host once the
+//! global is below zero. The host keeps
 //! the rest of the budget *outside* the global and hands it over a slice of [`SLICE`] at a
 //! time, so the guest comes back to the host at least every slice: that return is where the
 //! wall clock and aborts are checked while a guest computes ([`on_exhausted`]), and where the
