@@ -173,21 +173,25 @@ async fn a_spinning_guest_runs_out_of_fuel() {
     assert_eq!(r.error.unwrap().cause, Some(FailureCause::Compute));
 }
 
+/// Runs `wat` with a 20 ms compute budget and checks that the budget is what stopped it.
+async fn runs_out_of_fuel(wat: &str, what: &str) {
+    let budgets = Budgets {
+        compute_ms: 20,
+        ..Budgets::default()
+    };
+    let r = run_guest(wat, budgets, Arc::new(AtomicUsize::new(0))).await;
+    failure(&r, FailureKind::Timeout);
+    assert_eq!(
+        r.error.unwrap().cause,
+        Some(FailureCause::Compute),
+        "{what}"
+    );
+}
+
 #[tokio::test]
 async fn recursion_without_a_loop_runs_out_of_fuel() {
     for mode in ["direct", "indirect"] {
-        let budgets = Budgets {
-            compute_ms: 20,
-            ..Budgets::default()
-        };
-        let wat = fixture("recursion.wat").replace("MODE", mode);
-        let r = run_guest(&wat, budgets, Arc::new(AtomicUsize::new(0))).await;
-        failure(&r, FailureKind::Timeout);
-        assert_eq!(
-            r.error.unwrap().cause,
-            Some(FailureCause::Compute),
-            "{mode}"
-        );
+        runs_out_of_fuel(&fixture("recursion.wat").replace("MODE", mode), mode).await;
     }
 }
 
@@ -236,22 +240,7 @@ fn call_chain(exported: bool) -> String {
 #[tokio::test]
 async fn a_chain_of_calls_without_a_loop_or_a_cycle_runs_out_of_fuel() {
     for exported in [true, false] {
-        let budgets = Budgets {
-            compute_ms: 20,
-            ..Budgets::default()
-        };
-        let r = run_guest(
-            &call_chain(exported),
-            budgets,
-            Arc::new(AtomicUsize::new(0)),
-        )
-        .await;
-        failure(&r, FailureKind::Timeout);
-        assert_eq!(
-            r.error.unwrap().cause,
-            Some(FailureCause::Compute),
-            "{exported}"
-        );
+        runs_out_of_fuel(&call_chain(exported), &format!("exported: {exported}")).await;
     }
 }
 
@@ -264,13 +253,7 @@ async fn a_start_function_is_metered() {
         (start $spin)
         (func (export "cm_run") (result i32) (i32.const 1))
         (func (export "cm_deliver") (param i32) (result i32) (i32.const 0)))"#;
-    let budgets = Budgets {
-        compute_ms: 20,
-        ..Budgets::default()
-    };
-    let r = run_guest(wat, budgets, Arc::new(AtomicUsize::new(0))).await;
-    failure(&r, FailureKind::Timeout);
-    assert_eq!(r.error.unwrap().cause, Some(FailureCause::Compute));
+    runs_out_of_fuel(wat, "a start function").await;
 }
 
 #[tokio::test]

@@ -71,7 +71,8 @@ fn referenced_in(
 
 /// What the rewrite needs to know about the module before it reaches the code.
 struct Layout {
-    /// Parameter count of each type in the type section (0 for non-function types).
+    /// Parameter count of each type in the type section (all function types: the reader
+    /// refuses others).
     type_params: Vec<u32>,
     /// The type index of each defined function.
     function_types: Vec<u32>,
@@ -340,17 +341,21 @@ impl Reencode for Metering {
         code: &mut wasm_encoder::CodeSection,
         func: FunctionBody<'_>,
     ) -> Result<(), reencode::Error<String>> {
-        let ty = self.layout.function_types.get(self.body).copied();
+        let index = self.body;
         self.body += 1;
-        let params = ty
-            .and_then(|ty| self.layout.type_params.get(ty as usize))
+        let params = self
+            .layout
+            .function_types
+            .get(index)
+            .and_then(|&ty| self.layout.type_params.get(ty as usize))
             .copied()
             .ok_or_else(|| reencode::Error::UserError("a body without a function".into()))?;
+        // Each plan is read once, by its function's body.
         let plan = self
             .layout
             .plans
-            .get(self.body - 1)
-            .cloned()
+            .get_mut(index)
+            .map(std::mem::take)
             .unwrap_or_default();
         let costs = plan.charges;
         let metered = !costs.is_empty();
@@ -477,7 +482,7 @@ impl Metering {
 }
 
 /// How one function is metered.
-#[derive(Clone, Default)]
+#[derive(Default)]
 struct Plan {
     /// What each check point charges: the function's entry, then each loop header. Empty when
     /// the callers pay for the function.
@@ -493,6 +498,13 @@ struct Plan {
     entry_checked: bool,
 }
 
+/// The position among the defined functions of function `func`, or `None` for an import.
+fn defined(func: u32, imported_functions: u32, defined_functions: usize) -> Option<usize> {
+    func.checked_sub(imported_functions)
+        .map(|i| i as usize)
+        .filter(|&i| i < defined_functions)
+}
+
 /// Whether each defined function is in a cycle of direct calls (itself included): Tarjan's
 /// strongly connected components, iteratively, so that a deep chain of calls in a hostile
 /// module cannot exhaust the host's stack.
@@ -501,12 +513,9 @@ fn in_cycle(shapes: &[Shape], imported_functions: u32) -> Vec<bool> {
     let edges: Vec<Vec<usize>> = shapes
         .iter()
         .map(|shape| {
-            shape
-                .calls
-                .iter()
-                .filter_map(|&(_, callee)| callee.checked_sub(imported_functions))
-                .map(|c| c as usize)
-                .filter(|&c| c < n)
+            let callees = shape.calls.iter();
+            callees
+                .filter_map(|&(_, callee)| defined(callee, imported_functions, n))
                 .collect()
         })
         .collect();
@@ -606,7 +615,8 @@ impl Shape {
                     open.push(region);
                     continue;
                 }
-                Operator::End => {
+                // `delegate` closes a `try` block as `end` does.
+                Operator::End | Operator::Delegate { .. } => {
                     open.pop();
                     continue;
                 }
@@ -658,11 +668,7 @@ fn plan(
     entered_from_outside: &std::collections::HashSet<u32>,
 ) -> Vec<Plan> {
     let n = shapes.len();
-    let defined = |func: u32| {
-        func.checked_sub(imported_functions)
-            .map(|i| i as usize)
-            .filter(|&i| i < n)
-    };
+    let defined = |func: u32| defined(func, imported_functions, n);
     let cyclic = in_cycle(shapes, imported_functions);
     // What a function costs those who call it: folded, its whole cost; untested, the most it
     // runs before a test; tested, nothing (its test comes first).
@@ -673,7 +679,7 @@ fn plan(
         Tested,
     }
     let mut costs: Vec<Option<Cost>> = vec![None; n];
-    let mut plans: Vec<Plan> = vec![Plan::default(); n];
+    let mut plans: Vec<Plan> = std::iter::repeat_with(Plan::default).take(n).collect();
     // Callees first: a function is ready once every defined function it calls has its cost,
     // except that a function in a cycle does not wait for the others in cycles (it is tested
     // whatever they cost, and they never fold). Waiting can then not go round in a circle: one

@@ -13,7 +13,7 @@
 
 pub(crate) mod instrument;
 
-use wasmtime::{AsContextMut, Caller, Global, Trap, Val};
+use wasmtime::{AsContextMut, Caller, Global, Instance, Store, Trap, Val};
 
 use crate::run::RunState;
 
@@ -42,6 +42,14 @@ impl Meter {
     }
 }
 
+/// Finds the fuel global of a freshly instantiated guest, for the meter (if the run has one).
+pub(crate) fn attach(store: &mut Store<RunState>, instance: &Instance) {
+    let global = instance.get_global(&mut *store, instrument::FUEL_EXPORT);
+    if let Some(meter) = store.data_mut().meter.as_mut() {
+        meter.global = global;
+    }
+}
+
 /// The global's value; zero while the host does not know the global yet (the guest has not
 /// been instantiated, or its start function is running and has not come for fuel).
 fn in_guest(store: &mut impl AsContextMut<Data = RunState>) -> i64 {
@@ -60,20 +68,24 @@ fn in_guest(store: &mut impl AsContextMut<Data = RunState>) -> i64 {
     }
 }
 
-/// Fuel the run has left (none on an unmetered engine). The global may be below zero: a check
-/// point that only subtracts, or a host charge, leaves it there until the next test, and a
-/// guest that returns to the host before one has spent up to that much past its budget (at
-/// most `instrument::UNTESTED_LIMIT` operators per frame it returns through); what it has
-/// left is then none.
-pub(crate) fn left(store: &mut impl AsContextMut<Data = RunState>) -> u64 {
+/// The global plus what is outside it: below zero once the guest has spent past its budget.
+fn balance(store: &mut impl AsContextMut<Data = RunState>) -> i128 {
     let outside = store
         .as_context_mut()
         .data()
         .meter
         .as_ref()
         .map_or(0, |m| m.outside);
-    let left = i128::from(outside) + i128::from(in_guest(store));
-    u64::try_from(left.max(0)).unwrap_or(u64::MAX)
+    i128::from(outside) + i128::from(in_guest(store))
+}
+
+/// Fuel the run has left (none on an unmetered engine). The global may be below zero: a check
+/// point that only subtracts, or a host charge, leaves it there until the next test, and a
+/// guest that returns to the host before one has spent up to that much past its budget (at
+/// most `instrument::UNTESTED_LIMIT` operators per frame it returns through); what it has
+/// left is then none.
+pub(crate) fn left(store: &mut impl AsContextMut<Data = RunState>) -> u64 {
+    u64::try_from(balance(store).max(0)).unwrap_or(u64::MAX)
 }
 
 /// Splits `left` into a slice for the guest and the rest outside it.
@@ -105,34 +117,35 @@ pub(crate) fn charge(
     store: &mut impl AsContextMut<Data = RunState>,
     cost: u64,
 ) -> wasmtime::Result<()> {
-    let mut context = store.as_context_mut();
-    let Some(meter) = context.data().meter.as_ref() else {
+    let Some(global) = store
+        .as_context_mut()
+        .data()
+        .meter
+        .as_ref()
+        .map(|m| m.global)
+    else {
         return Ok(());
     };
-    let (outside, global) = (meter.outside, meter.global);
-    let Some(global) = global else {
-        // Before the host knows the global (a start function calling the host): the cost
-        // comes off what is outside.
-        let Some(rest) = outside.checked_sub(cost) else {
-            hand_over(store, 0)?;
-            return Err(wasmtime::Error::new(Trap::OutOfFuel));
-        };
-        if let Some(meter) = context.data_mut().meter.as_mut() {
-            meter.outside = rest;
-        }
-        return Ok(());
-    };
-    let in_guest = match global.get(&mut context) {
-        Val::I64(fuel) => fuel,
-        _ => 0,
-    };
-    let cost = i64::try_from(cost).unwrap_or(i64::MAX);
-    let after = in_guest.saturating_sub(cost);
-    if i128::from(outside) + i128::from(after) < 0 {
+    if balance(store) < i128::from(cost) {
         hand_over(store, 0)?;
         return Err(wasmtime::Error::new(Trap::OutOfFuel));
     }
-    global.set(&mut context, Val::I64(after))
+    let mut context = store.as_context_mut();
+    match global {
+        Some(global) => {
+            let cost = i64::try_from(cost).unwrap_or(i64::MAX);
+            let after = in_guest(&mut context).saturating_sub(cost);
+            global.set(&mut context, Val::I64(after))
+        }
+        // Before the host knows the global (a start function calling the host): the cost
+        // comes off what is outside, which the balance says covers it.
+        None => {
+            if let Some(meter) = context.data_mut().meter.as_mut() {
+                meter.outside -= cost;
+            }
+            Ok(())
+        }
+    }
 }
 
 /// The metered guest's call when its global went below zero: the run stops if its budget is
@@ -158,8 +171,7 @@ pub(crate) async fn on_exhausted(mut caller: Caller<'_, RunState>) -> wasmtime::
             meter.global = Some(global);
         }
     }
-    let outside = caller.data().meter.as_ref().map_or(0, |m| m.outside);
-    let left = i128::from(outside) + i128::from(in_guest(&mut caller));
+    let left = balance(&mut caller);
     if left < 0 {
         hand_over(&mut caller, 0)?;
         return Err(wasmtime::Error::new(Trap::OutOfFuel));
@@ -170,7 +182,9 @@ pub(crate) async fn on_exhausted(mut caller: Caller<'_, RunState>) -> wasmtime::
 }
 
 /// Pending once (after waking its task), then ready: suspends the guest's fiber so that the
-/// future running it returns to the host.
+/// future running it returns to the host. The wake is immediate, as wasmtime's own fuel yield
+/// made it; `tokio::task::yield_now` would defer it until the scheduler ran out of other
+/// work, which would change when a busy guest runs again.
 struct YieldOnce(bool);
 
 impl std::future::Future for YieldOnce {

@@ -157,10 +157,7 @@ async fn evaluate(
     resumed: Option<&Resumed>,
 ) -> Result<Option<wasmtime::Instance>, RunFailure> {
     store.data_mut().memory = instance.get_memory(&mut *store, "memory");
-    let fuel = instance.get_global(&mut *store, crate::meter::instrument::FUEL_EXPORT);
-    if let Some(meter) = store.data_mut().meter.as_mut() {
-        meter.global = fuel;
-    }
+    crate::meter::attach(store, &instance);
     let run = instance.get_typed_func::<(), u32>(&mut *store, "cm_run");
     let deliver = instance.get_typed_func::<u32, u32>(&mut *store, "cm_deliver");
     let (Ok(run), Ok(deliver)) = (run, deliver) else {
