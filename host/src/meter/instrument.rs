@@ -29,17 +29,27 @@ pub(crate) const EXHAUSTED_IMPORT: (&str, &str) = ("codemode", "fuel_exhausted")
 
 /// Which rewrite a compiled module carries: part of its cache key, so that a module compiled
 /// by an earlier meter is compiled again.
-pub(crate) const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 3;
 
 /// The export under which a metered module's fuel global is reachable from the host.
 pub(crate) const FUEL_EXPORT: &str = "codemode_fuel";
 
+/// The prefix of the exports that put the warm functions' references first.
+const WARM_EXPORT: &str = "codemode_warm_";
+
 /// `wasm` with the compute meter compiled in, or why it could not be (an invalid module, or
-/// one that already has the meter's export).
-pub(crate) fn instrument(wasm: &[u8]) -> Result<Vec<u8>, String> {
+/// one that already has the meter's exports). The functions in `warm` (indices of `wasm`) are
+/// exported ahead of the table, so that wasmtime keeps their references in each instance
+/// together (see `preinit::warm`); the meter does not depend on them.
+pub(crate) fn instrument(wasm: &[u8], warm: &[u32]) -> Result<Vec<u8>, String> {
     let layout = Layout::read(wasm)?;
+    let functions = layout.imported_functions as usize + layout.function_types.len();
+    if let Some(f) = warm.iter().find(|&&f| f as usize >= functions) {
+        return Err(format!("metering the module: no function {f} to export"));
+    }
     let mut meter = Metering {
         layout,
+        warm: warm.to_vec(),
         body: 0,
         added: Vec::new(),
     };
@@ -153,8 +163,8 @@ impl Layout {
                 wasmparser::Payload::ExportSection(reader) => {
                     for export in reader {
                         let export = export.map_err(error)?;
-                        if export.name == FUEL_EXPORT {
-                            return Err(format!("the module already exports `{FUEL_EXPORT}`"));
+                        if export.name == FUEL_EXPORT || export.name.starts_with(WARM_EXPORT) {
+                            return Err(format!("the module already exports `{}`", export.name));
                         }
                         if matches!(export.kind, ExternalKind::Func | ExternalKind::FuncExact) {
                             entered_from_outside.insert(export.index);
@@ -205,6 +215,15 @@ impl Layout {
         self.imported_functions
     }
 
+    /// Where function `func` is in the metered module: defined functions move up by one.
+    fn moved(&self, func: u32) -> u32 {
+        if func >= self.imported_functions {
+            func + 1
+        } else {
+            func
+        }
+    }
+
     /// The index of the added global: after every global the module has.
     fn fuel_global(&self) -> u32 {
         self.globals
@@ -213,6 +232,8 @@ impl Layout {
 
 struct Metering {
     layout: Layout,
+    /// Functions to export ahead of the table, by their index in the module read.
+    warm: Vec<u32>,
     /// Which defined function's body comes next.
     body: usize,
     /// The sections the meter's entries have been added to.
@@ -251,11 +272,7 @@ impl Reencode for Metering {
     type Error = String;
 
     fn function_index(&mut self, func: u32) -> Result<u32, reencode::Error<String>> {
-        Ok(if func >= self.layout.imported_functions {
-            func + 1
-        } else {
-            func
-        })
+        Ok(self.layout.moved(func))
     }
 
     fn parse_type_section(
@@ -439,6 +456,10 @@ impl Metering {
 
     fn extend_exports(&mut self, exports: &mut wasm_encoder::ExportSection) {
         exports.export(FUEL_EXPORT, ExportKind::Global, self.layout.fuel_global());
+        for (i, &func) in self.warm.iter().enumerate() {
+            let func = self.layout.moved(func);
+            exports.export(&format!("{WARM_EXPORT}{i}"), ExportKind::Func, func);
+        }
         self.added.push(SectionId::Export);
     }
 
@@ -791,7 +812,7 @@ mod tests {
                 (start $b))"#,
         )
         .unwrap();
-        let metered = instrument(&wasm).unwrap();
+        let metered = instrument(&wasm, &[]).unwrap();
         wasmparser::Validator::new().validate_all(&metered).unwrap();
         // The import comes after the module's own, so `a` moved from 1 to 2; the new global
         // comes after `$g`.
@@ -804,7 +825,7 @@ mod tests {
     #[test]
     fn the_sections_the_meter_needs_are_added_when_missing() {
         let wasm = wat::parse_str(r#"(module (func (export "spin") (loop (br 0))))"#).unwrap();
-        let metered = instrument(&wasm).unwrap();
+        let metered = instrument(&wasm, &[]).unwrap();
         wasmparser::Validator::new().validate_all(&metered).unwrap();
         let mut imports = Vec::new();
         for payload in Parser::new(0).parse_all(&metered) {
@@ -824,12 +845,47 @@ mod tests {
     }
 
     #[test]
+    fn warm_functions_are_exported_after_the_module_own_exports() {
+        let wasm = wat::parse_str(
+            r#"(module
+                (import "host" "f" (func $imported))
+                (table 3 funcref)
+                (elem (i32.const 0) $a $b $c)
+                (func $a (export "a"))
+                (func $b)
+                (func $c))"#,
+        )
+        .unwrap();
+        // `$c` and `$b` (2 and 3 in the module read, 3 and 4 once the import is added), in
+        // the order given; `$imported` does not move.
+        let metered = instrument(&wasm, &[3, 2, 0]).unwrap();
+        wasmparser::Validator::new().validate_all(&metered).unwrap();
+        assert_eq!(
+            exports(&metered),
+            [
+                ("a".to_owned(), 2),
+                (FUEL_EXPORT.to_owned(), 0),
+                (format!("{WARM_EXPORT}0"), 4),
+                (format!("{WARM_EXPORT}1"), 3),
+                (format!("{WARM_EXPORT}2"), 0),
+            ]
+        );
+        assert!(instrument(&wasm, &[4])
+            .unwrap_err()
+            .contains("no function 4"));
+    }
+
+    #[test]
     fn modules_the_meter_cannot_take_are_refused() {
         let taken =
             wat::parse_str(r#"(module (global (export "codemode_fuel") i32 (i32.const 0)))"#)
                 .unwrap();
-        assert!(instrument(&taken).unwrap_err().contains(FUEL_EXPORT));
-        assert!(instrument(b"\0asm junk").is_err());
+        assert!(instrument(&taken, &[]).unwrap_err().contains(FUEL_EXPORT));
+        let warm = wat::parse_str(r#"(module (func (export "codemode_warm_7")))"#).unwrap();
+        assert!(instrument(&warm, &[])
+            .unwrap_err()
+            .contains("codemode_warm_7"));
+        assert!(instrument(b"\0asm junk", &[]).is_err());
     }
 
     #[test]
@@ -876,7 +932,7 @@ mod tests {
     #[test]
     fn wide_memories_are_refused() {
         let wide = wat::parse_str("(module (memory i64 1))").unwrap();
-        assert!(instrument(&wide).unwrap_err().contains("64-bit"));
+        assert!(instrument(&wide, &[]).unwrap_err().contains("64-bit"));
     }
 
     #[test]

@@ -402,6 +402,12 @@ impl RunState {
         }
     }
 
+    /// The next delivery decided at call time, for a caller that drives the guest itself (the
+    /// pre-initialisation's profile) rather than through the event loop.
+    pub(crate) fn next_ready(&mut self) -> Option<Vec<u8>> {
+        self.ready.pop_front()
+    }
+
     pub(crate) fn reject_now(&mut self, id: u32, global: &str, name: &str, message: &str) {
         self.open_call(id, global, name, 0);
         self.finish_call(id, CallOutcome::Rejected);

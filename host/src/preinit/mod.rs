@@ -1,5 +1,8 @@
 //! Pre-initialisation: the guest's Boa realm and prelude are built once with Wizer and captured
-//! in the module that every run then instantiates.
+//! in the module that every run then instantiates. The same instance then profiles which
+//! functions a run calls through the table ([`warm`]).
+
+mod warm;
 
 use crate::config::Budgets;
 use crate::engine::Interruption;
@@ -44,18 +47,34 @@ impl wasmtime_wizer::InstanceState for InitState<'_> {
     }
 }
 
+/// A pre-initialised guest.
+pub(crate) struct Prepared {
+    /// The module, its memory holding the state `cm_init` built.
+    pub(crate) wasm: Vec<u8>,
+    /// The functions a run calls through the table, in table order (empty when the profile
+    /// could not run): see [`warm`].
+    pub(crate) warm: Vec<u32>,
+}
+
 /// Pre-initialises the guest: runs its `cm_init` export (Boa context, prelude) once and returns
 /// a module whose memory already holds that state, so no run pays for it again.
 pub(crate) fn preinitialize(
     engine: &wasmtime::Engine,
     wasm: &[u8],
     interruption: Interruption,
-) -> Result<Vec<u8>, String> {
+) -> Result<Prepared, String> {
     let mut wizer = wasmtime_wizer::Wizer::new();
     wizer.init_func("cm_init");
     let (cx, instrumented) = wizer.instrument(wasm).map_err(|e| format!("{e:#}"))?;
-    let module = wasmtime::Module::new(engine, &instrumented).map_err(|e| format!("{e:#}"))?;
-    let linker = crate::bridge::imports::linker(engine).map_err(|e| format!("{e:#}"))?;
+    // The snapshot reads memory and globals by their exports, which the noting rewrite keeps;
+    // without it there is no profile, and nothing else changes.
+    let noted = warm::noting(&instrumented);
+    let profiling = noted.is_ok();
+    let running = noted.as_deref().unwrap_or(&instrumented);
+    let module = wasmtime::Module::new(engine, running).map_err(|e| format!("{e:#}"))?;
+    let mut linker = crate::bridge::imports::linker(engine).map_err(|e| format!("{e:#}"))?;
+    let notes = warm::Notes::default();
+    notes.define(&mut linker).map_err(|e| format!("{e:#}"))?;
     let budgets = Budgets::default();
     let state = RunState::new(
         &budgets,
@@ -85,5 +104,11 @@ pub(crate) fn preinitialize(
     let snapshot = futures::executor::block_on(wizer.snapshot(&cx, &mut state))
         .map_err(|e| format!("{e:#}"))?;
     // The same pipeline makes the mutable globals reachable, for pausing runs.
-    crate::durable::globals::export_mutable_globals(&snapshot)
+    let wasm = crate::durable::globals::export_mutable_globals(&snapshot)?;
+    let warm = if profiling {
+        warm::profile(&mut store, instance, &notes, &wasm)
+    } else {
+        Vec::new()
+    };
+    Ok(Prepared { wasm, warm })
 }
