@@ -57,7 +57,8 @@ pub(crate) struct Prepared {
 }
 
 /// Pre-initialises the guest: runs its `cm_init` export (Boa context, prelude) once and returns
-/// a module whose memory already holds that state, so no run pays for it again.
+/// a module whose memory already holds that state, so no run pays for it again, and the
+/// functions a profile program then called through the table in that instance ([`warm`]).
 pub(crate) fn preinitialize(
     engine: &wasmtime::Engine,
     wasm: &[u8],
@@ -66,12 +67,23 @@ pub(crate) fn preinitialize(
     let mut wizer = wasmtime_wizer::Wizer::new();
     wizer.init_func("cm_init");
     let (cx, instrumented) = wizer.instrument(wasm).map_err(|e| format!("{e:#}"))?;
-    // The snapshot reads memory and globals by their exports, which the noting rewrite keeps;
-    // without it there is no profile, and nothing else changes.
-    let noted = warm::noting(&instrumented);
+    // The snapshot reads memory and globals by their exports, which the noting rewrite keeps.
+    // Only the metered module uses the profile; without it (another engine, or a rewrite that
+    // fails or does not compile) Wizer runs its own module and nothing else changes.
+    let noted = if interruption.fuel() {
+        warm::noting(&instrumented)
+            .and_then(|noted| wasmtime::Module::new(engine, &noted).map_err(|e| format!("{e:#}")))
+    } else {
+        Err("only the metered module uses it".to_string())
+    };
+    if let Err(error) = &noted {
+        tracing::debug!("no profile of the guest's indirect calls: {error}");
+    }
     let profiling = noted.is_ok();
-    let running = noted.as_deref().unwrap_or(&instrumented);
-    let module = wasmtime::Module::new(engine, running).map_err(|e| format!("{e:#}"))?;
+    let module = match noted {
+        Ok(module) => module,
+        Err(_) => wasmtime::Module::new(engine, &instrumented).map_err(|e| format!("{e:#}"))?,
+    };
     let mut linker = crate::bridge::imports::linker(engine).map_err(|e| format!("{e:#}"))?;
     let notes = warm::Notes::default();
     notes.define(&mut linker).map_err(|e| format!("{e:#}"))?;

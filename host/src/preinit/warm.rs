@@ -7,14 +7,15 @@
 //! the table. The guest's table holds ~1,500 functions (48 KB of references); a small run
 //! calls a few dozen of them, spread over every page of those 48 KB, and each page it writes
 //! stays the waiting instance's own. wasmtime numbers the references in the order the module
-//! first names the functions: imports, then exports, then the table. Exported ahead of the
-//! rest (`meter::instrument`), the warm functions' references share a page or two.
+//! first names the functions: imports, references in table and global initialisers (the guest
+//! has none), exports, then the table's elements. Exported ahead of the table
+//! (`meter::instrument`), the warm functions' references share a page or two.
 //!
 //! Which functions are warm is measured, not guessed: the pre-initialising instance runs a
-//! module rewritten so that every indirect call first tells the host the table slot it calls
-//! ([`noting`]), and after the snapshot is taken it runs [`PROGRAM`] the way a run does. The
-//! slots it called, mapped to functions through the module's element segments, are the warm
-//! set. A function a program calls that the profile missed costs what it costs today.
+//! module rewritten so that every indirect call through table 0 first tells the host the slot
+//! it calls ([`noting`]), and after the snapshot is taken it runs [`PROGRAM`] the way a run
+//! does. The slots it called, mapped to functions through the module's element segments, are
+//! the warm set. A function a program calls that the profile missed costs what it did before.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -31,21 +32,27 @@ use crate::run::RunState;
 const NOTE_IMPORT: (&str, &str) = ("codemode", "note_indirect");
 
 /// What the profile runs: the shapes nearly every program has (an object literal, a log line,
-/// awaited tool calls, one in `try` and two at once, a template string, an array method and a
-/// result to encode). It runs with no tools behind its namespace, so each call is refused at
-/// once and its refusal delivered, as a failed call is in a run.
+/// an awaited tool call and its JSON reply, a failed call caught, two calls at once, a template
+/// string, an array method and a result to encode). No tools are behind its namespace: each
+/// call is refused at once, and the profile answers the first with [`FIRST_REPLY`] instead.
+/// The compiled module depends on this text: a change to it wants a new
+/// `meter::instrument::VERSION`, so that cached modules are compiled again.
 const PROGRAM: &str = r#"const point = { x: 1, y: 2 };
 console.log("point", point);
-let echoed;
+const echoed = await tools.echo({ greeting: `hello ${point.x}` });
+let failed;
 try {
-  echoed = await tools.echo({ greeting: `hello ${point.x}` });
+  await tools.sleep({ ms: 1 });
 } catch (e) {
-  echoed = e instanceof ToolCallError ? e.toolName : String(e);
+  failed = e instanceof ToolCallError ? e.toolName : String(e);
 }
 const settled = await Promise.allSettled([tools.sleep({ ms: 1 }), tools.sleep({ ms: 1 })]);
-return { echoed, settled: settled.length, doubled: [1, 2, 3].map((n) => n * 2) };"#;
+return { echoed, failed, settled: settled.length, doubled: [1, 2, 3].map((n) => n * 2) };"#;
 
-/// Most deliveries the profile hands the guest: it makes three calls.
+/// The reply to the profile's first call, as a tool's result would come.
+const FIRST_REPLY: &[u8] = br#"{"greeting":"hello 1","items":[1,2.5,"three",true,null]}"#;
+
+/// Most deliveries the profile hands the guest: it makes four calls.
 const MAX_DELIVERIES: usize = 16;
 
 /// The table slots a noting instance has called through, shared with its import.
@@ -107,26 +114,37 @@ pub(super) fn profile(
     let deliver = instance.get_typed_func::<u32, u32>(&mut *store, "cm_deliver");
     if let (Ok(run), Ok(deliver)) = (run, deliver) {
         let mut status = run.call(&mut *store, ());
-        for _ in 0..MAX_DELIVERIES {
+        for delivered in 0..MAX_DELIVERIES {
             if status.as_ref().ok() != Some(&wire::STATUS_WAITING) {
                 break;
             }
-            let Some(frame) = store.data_mut().next_ready() else {
+            let Some(mut frame) = store.data_mut().next_ready() else {
                 break;
             };
+            if delivered == 0 {
+                if let Some(wire::Delivery::Rejected { id, .. }) = wire::decode_delivery(&frame) {
+                    let json = FIRST_REPLY;
+                    frame = wire::Delivery::Resolved { id, json }.encode();
+                }
+            }
             let len = frame.len() as u32;
             store.data_mut().delivery = frame;
             status = deliver.call(&mut *store, len);
         }
     }
     let slots = notes.take();
-    let Ok(table) = table_functions(snapshot) else {
-        return Vec::new();
-    };
-    slots
-        .iter()
-        .filter_map(|slot| table.get(slot).copied())
-        .collect()
+    let table = table_functions(snapshot).unwrap_or_default();
+    let mut warm = Vec::new();
+    for &function in slots.iter().filter_map(|slot| table.get(slot)) {
+        // A function in several slots is exported once.
+        if !warm.contains(&function) {
+            warm.push(function);
+        }
+    }
+    if warm.is_empty() {
+        tracing::debug!("the guest's profile found no warm functions");
+    }
+    warm
 }
 
 /// Which function each slot of table 0 holds after instantiation: the active element segments
@@ -149,8 +167,10 @@ fn table_functions(wasm: &[u8]) -> Result<HashMap<u32, u32>, wasmparser::BinaryR
             if table_index.unwrap_or(0) != 0 {
                 continue;
             }
+            // Only an offset that is one constant: a computed one is not followed.
             let mut offset = offset_expr.get_operators_reader();
-            let Operator::I32Const { value } = offset.read()? else {
+            let (Operator::I32Const { value }, Operator::End) = (offset.read()?, offset.read()?)
+            else {
                 continue;
             };
             let wasmparser::ElementItems::Functions(functions) = element.items else {
@@ -165,8 +185,8 @@ fn table_functions(wasm: &[u8]) -> Result<HashMap<u32, u32>, wasmparser::BinaryR
     Ok(table)
 }
 
-/// `wasm` with a call to [`NOTE_IMPORT`] before each indirect call, passing the table slot
-/// called. The import comes after the module's imported functions, so defined functions move
+/// `wasm` with a call to [`NOTE_IMPORT`] before each indirect call through table 0, passing
+/// the slot called. The import comes after the module's imported functions, so defined functions move
 /// up by one; the table's slots do not move.
 pub(super) fn noting(wasm: &[u8]) -> Result<Vec<u8>, String> {
     let error = |e: wasmparser::BinaryReaderError| format!("reading the module: {e}");
@@ -277,7 +297,9 @@ impl Reencode for Noting {
         let mut reader = func.get_operators_reader()?;
         while !reader.eof() {
             let operator = reader.read()?;
-            if let Operator::CallIndirect { .. } | Operator::ReturnCallIndirect { .. } = operator {
+            if let Operator::CallIndirect { table_index: 0, .. }
+            | Operator::ReturnCallIndirect { table_index: 0, .. } = operator
+            {
                 f.instruction(&Instruction::LocalTee(slot_local))
                     .instruction(&Instruction::Call(note))
                     .instruction(&Instruction::LocalGet(slot_local));
