@@ -39,7 +39,7 @@ use codemode_e2e::fixture_cases_beside_node;
 
 #[tokio::test]
 async fn the_fast_paths_agree_with_node() {
-    let (node, ours) = fixture_cases_beside_node("fast-paths.js", 189).await;
+    let (node, ours) = fixture_cases_beside_node("fast-paths.js", 190).await;
     for (node, ours) in node.iter().zip(&ours) {
         assert_eq!(ours, node, "case {}", node[0]);
     }
