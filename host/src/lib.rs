@@ -26,6 +26,7 @@ mod run;
 mod runtime;
 mod source;
 pub mod strip;
+mod wasm_rewrite;
 
 pub use config::{BudgetError, Budgets, FUEL_PER_MS};
 pub use durable::Durability;

@@ -24,6 +24,8 @@ use wasm_encoder::{
 };
 use wasmparser::{ExternalKind, FunctionBody, Operator, Parser, TypeRef};
 
+use crate::wasm_rewrite::Signatures;
+
 /// The module and name of the import a metered module calls when its global goes negative.
 pub(crate) const EXHAUSTED_IMPORT: (&str, &str) = ("codemode", "fuel_exhausted");
 
@@ -45,7 +47,7 @@ const WARM_EXPORT: &str = "codemode_warm_";
 /// skipped. The meter does not depend on them.
 pub(crate) fn instrument(wasm: &[u8], warm: &[u32]) -> Result<Vec<u8>, String> {
     let layout = Layout::read(wasm)?;
-    let functions = layout.imported_functions as usize + layout.function_types.len();
+    let functions = layout.signatures.functions();
     let warm = warm.iter().copied().filter(|&f| (f as usize) < functions);
     let mut meter = Metering {
         layout,
@@ -81,12 +83,7 @@ fn referenced_in(
 
 /// What the rewrite needs to know about the module before it reaches the code.
 struct Layout {
-    /// Parameter count of each type in the type section (all function types: the reader
-    /// refuses others).
-    type_params: Vec<u32>,
-    /// The type index of each defined function.
-    function_types: Vec<u32>,
-    imported_functions: u32,
+    signatures: Signatures,
     globals: u32,
     /// How each defined function is metered (see [`plan`]).
     plans: Vec<Plan>,
@@ -99,9 +96,7 @@ impl Layout {
             .validate_all(wasm)
             .map_err(error)?;
         let mut layout = Layout {
-            type_params: Vec::new(),
-            function_types: Vec::new(),
-            imported_functions: 0,
+            signatures: Signatures::default(),
             globals: 0,
             plans: Vec::new(),
         };
@@ -109,20 +104,12 @@ impl Layout {
         let mut entered_from_outside = std::collections::HashSet::new();
         let mut shapes = Vec::new();
         for payload in Parser::new(0).parse_all(wasm) {
-            match payload.map_err(error)? {
-                wasmparser::Payload::TypeSection(reader) => {
-                    for ty in reader.into_iter_err_on_gc_types() {
-                        layout
-                            .type_params
-                            .push(ty.map_err(error)?.params().len() as u32);
-                    }
-                }
+            let payload = payload.map_err(error)?;
+            layout.signatures.read(&payload).map_err(error)?;
+            match payload {
                 wasmparser::Payload::ImportSection(reader) => {
                     for import in reader.into_imports() {
                         match import.map_err(error)?.ty {
-                            TypeRef::Func(_) | TypeRef::FuncExact(_) => {
-                                layout.imported_functions += 1
-                            }
                             TypeRef::Global(_) => layout.globals += 1,
                             TypeRef::Memory(memory) if memory.memory64 => return Err(WIDE.into()),
                             TypeRef::Table(table) if table.table64 => return Err(WIDE.into()),
@@ -146,11 +133,6 @@ impl Layout {
                         if let wasmparser::TableInit::Expr(init) = table.init {
                             referenced_in(init, &mut entered_from_outside).map_err(error)?;
                         }
-                    }
-                }
-                wasmparser::Payload::FunctionSection(reader) => {
-                    for ty in reader {
-                        layout.function_types.push(ty.map_err(error)?);
                     }
                 }
                 wasmparser::Payload::GlobalSection(reader) => {
@@ -200,28 +182,9 @@ impl Layout {
                 _ => {}
             }
         }
-        layout.plans = plan(&shapes, layout.imported_functions, &entered_from_outside);
+        let imported_functions = layout.signatures.imported_functions;
+        layout.plans = plan(&shapes, imported_functions, &entered_from_outside);
         Ok(layout)
-    }
-
-    /// The index of the added `() -> ()` type: after every type the module has.
-    fn exhausted_type(&self) -> u32 {
-        self.type_params.len() as u32
-    }
-
-    /// The index of the added import: after every imported function, so defined functions move
-    /// up by one.
-    fn exhausted_function(&self) -> u32 {
-        self.imported_functions
-    }
-
-    /// Where function `func` is in the metered module: defined functions move up by one.
-    fn moved(&self, func: u32) -> u32 {
-        if func >= self.imported_functions {
-            func + 1
-        } else {
-            func
-        }
     }
 
     /// The index of the added global: after every global the module has.
@@ -272,7 +235,7 @@ impl Reencode for Metering {
     type Error = String;
 
     fn function_index(&mut self, func: u32) -> Result<u32, reencode::Error<String>> {
-        Ok(self.layout.moved(func))
+        Ok(self.layout.signatures.moved(func))
     }
 
     fn parse_type_section(
@@ -360,13 +323,6 @@ impl Reencode for Metering {
     ) -> Result<(), reencode::Error<String>> {
         let index = self.body;
         self.body += 1;
-        let params = self
-            .layout
-            .function_types
-            .get(index)
-            .and_then(|&ty| self.layout.type_params.get(ty as usize))
-            .copied()
-            .ok_or_else(|| reencode::Error::UserError("a body without a function".into()))?;
         // Each plan is read once, by its function's body.
         let plan = self
             .layout
@@ -376,21 +332,17 @@ impl Reencode for Metering {
             .unwrap_or_default();
         let costs = plan.charges;
         let metered = !costs.is_empty();
-        let mut locals = Vec::new();
-        let mut declared = params;
-        for pair in func.get_locals_reader()? {
-            let (count, ty) = pair?;
-            declared += count;
-            locals.push((count, self.val_type(ty)?));
-        }
         // Two scratch locals after the module's own: the new count (i64) and a bulk length (i32).
+        let scratch_types = [ValType::I64, ValType::I32];
+        let locals = self
+            .layout
+            .signatures
+            .locals_with(index, &func, &scratch_types)?;
         let scratch = Scratch {
-            count: declared,
-            length: declared + 1,
+            count: locals.first_added,
+            length: locals.first_added + 1,
         };
-        locals.push((1, ValType::I64));
-        locals.push((1, ValType::I32));
-        let mut f = wasm_encoder::Function::new(locals);
+        let mut f = wasm_encoder::Function::new(locals.all);
         let mut costs = costs.into_iter();
         if metered {
             let cost = costs.next().unwrap_or(0);
@@ -439,7 +391,7 @@ impl Metering {
 
     fn extend_imports(&mut self, imports: &mut wasm_encoder::ImportSection) {
         let (module, name) = EXHAUSTED_IMPORT;
-        let ty = EntityType::Function(self.layout.exhausted_type());
+        let ty = EntityType::Function(self.layout.signatures.added_type());
         imports.import(module, name, ty);
         self.added.push(SectionId::Import);
     }
@@ -457,7 +409,7 @@ impl Metering {
     fn extend_exports(&mut self, exports: &mut wasm_encoder::ExportSection) {
         exports.export(FUEL_EXPORT, ExportKind::Global, self.layout.fuel_global());
         for (i, &func) in self.warm.iter().enumerate() {
-            let func = self.layout.moved(func);
+            let func = self.layout.signatures.moved(func);
             exports.export(&format!("{WARM_EXPORT}{i}"), ExportKind::Func, func);
         }
         self.added.push(SectionId::Export);
@@ -476,7 +428,7 @@ impl Metering {
             .instruction(&Instruction::I64Const(0))
             .instruction(&Instruction::I64LtS)
             .instruction(&Instruction::If(BlockType::Empty))
-            .instruction(&Instruction::Call(self.layout.exhausted_function()))
+            .instruction(&Instruction::Call(self.layout.signatures.added_function()))
             .instruction(&Instruction::End);
     }
 

@@ -23,10 +23,11 @@ use std::sync::{Arc, Mutex};
 use codemode_wire as wire;
 use wasm_encoder::reencode::{self, Reencode};
 use wasm_encoder::{EntityType, Instruction, ValType};
-use wasmparser::{FunctionBody, Operator, Parser, TypeRef};
+use wasmparser::{FunctionBody, Operator, Parser};
 use wasmtime::{Instance, Linker, Store};
 
 use crate::run::RunState;
+use crate::wasm_rewrite::Signatures;
 
 /// The import a noting module calls with the table slot of each indirect call.
 const NOTE_IMPORT: (&str, &str) = ("codemode", "note_indirect");
@@ -186,37 +187,18 @@ fn table_functions(wasm: &[u8]) -> Result<HashMap<u32, u32>, wasmparser::BinaryR
 }
 
 /// `wasm` with a call to [`NOTE_IMPORT`] before each indirect call through table 0, passing
-/// the slot called. The import comes after the module's imported functions, so defined functions move
-/// up by one; the table's slots do not move.
+/// the slot called. The import comes after the module's imported functions, so defined
+/// functions move up by one; the table's slots do not move.
 pub(super) fn noting(wasm: &[u8]) -> Result<Vec<u8>, String> {
     let error = |e: wasmparser::BinaryReaderError| format!("reading the module: {e}");
     let mut rewrite = Noting::default();
+    let mut has_imports = false;
     for payload in Parser::new(0).parse_all(wasm) {
-        match payload.map_err(error)? {
-            wasmparser::Payload::TypeSection(reader) => {
-                for ty in reader.into_iter_err_on_gc_types() {
-                    rewrite
-                        .type_params
-                        .push(ty.map_err(error)?.params().len() as u32);
-                }
-            }
-            wasmparser::Payload::ImportSection(reader) => {
-                for import in reader.into_imports() {
-                    if let TypeRef::Func(_) | TypeRef::FuncExact(_) = import.map_err(error)?.ty {
-                        rewrite.imported_functions += 1;
-                    }
-                }
-                rewrite.has_imports = true;
-            }
-            wasmparser::Payload::FunctionSection(reader) => {
-                for ty in reader {
-                    rewrite.function_types.push(ty.map_err(error)?);
-                }
-            }
-            _ => {}
-        }
+        let payload = payload.map_err(error)?;
+        has_imports |= matches!(payload, wasmparser::Payload::ImportSection(_));
+        rewrite.signatures.read(&payload).map_err(error)?;
     }
-    if rewrite.type_params.is_empty() || !rewrite.has_imports {
+    if rewrite.signatures.type_params.is_empty() || !has_imports {
         return Err("the module has no type or import section to extend".into());
     }
     let mut module = wasm_encoder::Module::new();
@@ -228,12 +210,7 @@ pub(super) fn noting(wasm: &[u8]) -> Result<Vec<u8>, String> {
 
 #[derive(Default)]
 struct Noting {
-    /// Parameter count of each type.
-    type_params: Vec<u32>,
-    /// The type of each defined function.
-    function_types: Vec<u32>,
-    imported_functions: u32,
-    has_imports: bool,
+    signatures: Signatures,
     /// Which defined function's body comes next.
     body: usize,
 }
@@ -242,11 +219,7 @@ impl Reencode for Noting {
     type Error = String;
 
     fn function_index(&mut self, func: u32) -> Result<u32, reencode::Error<String>> {
-        Ok(if func >= self.imported_functions {
-            func + 1
-        } else {
-            func
-        })
+        Ok(self.signatures.moved(func))
     }
 
     fn parse_type_section(
@@ -265,9 +238,9 @@ impl Reencode for Noting {
         section: wasmparser::ImportSectionReader<'_>,
     ) -> Result<(), reencode::Error<String>> {
         reencode::utils::parse_import_section(self, imports, section)?;
-        let note_type = self.type_params.len() as u32;
         let (module, name) = NOTE_IMPORT;
-        imports.import(module, name, EntityType::Function(note_type));
+        let ty = EntityType::Function(self.signatures.added_type());
+        imports.import(module, name, ty);
         Ok(())
     }
 
@@ -278,22 +251,10 @@ impl Reencode for Noting {
     ) -> Result<(), reencode::Error<String>> {
         let index = self.body;
         self.body += 1;
-        let params = self
-            .function_types
-            .get(index)
-            .and_then(|&ty| self.type_params.get(ty as usize))
-            .copied()
-            .ok_or_else(|| reencode::Error::UserError("a body without a function".into()))?;
-        let mut locals = Vec::new();
-        let mut slot_local = params;
-        for pair in func.get_locals_reader()? {
-            let (count, ty) = pair?;
-            slot_local += count;
-            locals.push((count, self.val_type(ty)?));
-        }
-        locals.push((1, ValType::I32));
-        let note = self.imported_functions;
-        let mut f = wasm_encoder::Function::new(locals);
+        let locals = self.signatures.locals_with(index, &func, &[ValType::I32])?;
+        let slot_local = locals.first_added;
+        let note = self.signatures.added_function();
+        let mut f = wasm_encoder::Function::new(locals.all);
         let mut reader = func.get_operators_reader()?;
         while !reader.eof() {
             let operator = reader.read()?;
