@@ -23,7 +23,7 @@ use crate::run::RunState;
 pub(crate) const SLICE: u64 = crate::config::FUEL_PER_MS / 2;
 
 /// A run's fuel: the part in the guest's global and the part the host still holds.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Meter {
     /// The guest's fuel global (zero when the guest starts), once the guest is instantiated or
     /// its start function first comes for fuel.
@@ -50,33 +50,25 @@ pub(crate) fn attach(store: &mut Store<RunState>, instance: &Instance) {
     }
 }
 
-/// The global's value; zero while the host does not know the global yet (the guest has not
-/// been instantiated, or its start function is running and has not come for fuel).
-fn in_guest(store: &mut impl AsContextMut<Data = RunState>) -> i64 {
-    let global = store
-        .as_context_mut()
-        .data()
-        .meter
-        .as_ref()
-        .and_then(|m| m.global);
-    let Some(global) = global else {
-        return 0;
-    };
-    match global.get(store.as_context_mut()) {
-        Val::I64(fuel) => fuel,
+/// The run's meter as it stands, if its engine meters.
+fn meter(store: &mut impl AsContextMut<Data = RunState>) -> Option<Meter> {
+    store.as_context_mut().data().meter
+}
+
+/// The value of the fuel global; zero while the host does not know the global yet (the guest
+/// has not been instantiated, or its start function is running and has not come for fuel).
+fn in_guest(store: &mut impl AsContextMut<Data = RunState>, global: Option<Global>) -> i64 {
+    match global.map(|global| global.get(store.as_context_mut())) {
+        Some(Val::I64(fuel)) => fuel,
         _ => 0,
     }
 }
 
 /// The global plus what is outside it: below zero once the guest has spent past its budget.
 fn balance(store: &mut impl AsContextMut<Data = RunState>) -> i128 {
-    let outside = store
-        .as_context_mut()
-        .data()
-        .meter
-        .as_ref()
-        .map_or(0, |m| m.outside);
-    i128::from(outside) + i128::from(in_guest(store))
+    meter(store).map_or(0, |meter| {
+        i128::from(meter.outside) + i128::from(in_guest(store, meter.global))
+    })
 }
 
 /// Fuel the run has left (none on an unmetered engine). The global may be below zero: a check
@@ -117,25 +109,19 @@ pub(crate) fn charge(
     store: &mut impl AsContextMut<Data = RunState>,
     cost: u64,
 ) -> wasmtime::Result<()> {
-    let Some(global) = store
-        .as_context_mut()
-        .data()
-        .meter
-        .as_ref()
-        .map(|m| m.global)
-    else {
+    let Some(meter) = meter(store) else {
         return Ok(());
     };
-    if balance(store) < i128::from(cost) {
+    let in_guest = in_guest(store, meter.global);
+    if i128::from(meter.outside) + i128::from(in_guest) < i128::from(cost) {
         hand_over(store, 0)?;
         return Err(wasmtime::Error::new(Trap::OutOfFuel));
     }
     let mut context = store.as_context_mut();
-    match global {
+    match meter.global {
         Some(global) => {
             let cost = i64::try_from(cost).unwrap_or(i64::MAX);
-            let after = in_guest(&mut context).saturating_sub(cost);
-            global.set(&mut context, Val::I64(after))
+            global.set(&mut context, Val::I64(in_guest.saturating_sub(cost)))
         }
         // Before the host knows the global (a start function calling the host): the cost
         // comes off what is outside, which the balance says covers it.

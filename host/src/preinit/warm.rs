@@ -74,13 +74,6 @@ impl Notes {
         Ok(())
     }
 
-    /// Forgets the slots noted so far.
-    pub(super) fn clear(&self) {
-        if let Ok(mut slots) = self.0.lock() {
-            slots.clear();
-        }
-    }
-
     fn take(&self) -> BTreeSet<u32> {
         self.0
             .lock()
@@ -100,7 +93,8 @@ pub(super) fn profile(
     notes: &Notes,
     snapshot: &[u8],
 ) -> Vec<u32> {
-    notes.clear();
+    // What `cm_init` called is done once, not by a run.
+    notes.take();
     let namespace = wire::Namespace {
         global: "tools",
         names: vec!["echo", "sleep"],
