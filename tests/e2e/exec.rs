@@ -797,7 +797,7 @@ fn the_cli_leaves_no_process_behind() {
         let program = root.join("prog.ts");
         std::fs::write(
             &program,
-            "const job = await tools.bash({ command: 'echo $$ > job.pid; sleep 60', description: 'Sleep', run_in_background: true });\nawait tools.sleep({ ms: 200 });\nreturn job.kind;",
+            "const job = await tools.bash({ command: 'echo $$ > job.pid; echo started; sleep 60', description: 'Sleep', run_in_background: true });\nwhile (!(await tools.job_output({ jobId: job.jobId, offset: 0, waitMs: 1000 })).output.includes('started')) {}\nreturn job.kind;",
         )
         .unwrap();
         let out = std::process::Command::new(codemode_binary())
@@ -841,5 +841,67 @@ fn without_exec_the_tools_do_not_exist() {
     let sdk = String::from_utf8_lossy(&out.stdout);
     for tool in ["bash", "job_output", "job_list", "job_kill"] {
         assert!(sdk.contains(tool), "{tool} missing from {sdk}");
+    }
+}
+
+/// `codemode` started with SIGINT, SIGQUIT and SIGHUP ignored (in the background of a shell
+/// without job control, under `nohup`): its commands and terminals start with every signal at
+/// its default action, so a terminal's SIGINT still stops the program in its foreground.
+#[test]
+fn commands_do_not_inherit_the_signals_codemode_ignores() {
+    use std::os::unix::process::CommandExt;
+    let program = r#"
+        const ignored = /^SigIgn:\s*(\S+)/m;
+        const bash = await tools.bash({ command: "grep SigIgn /proc/self/status", description: "Ignored signals" });
+        const opened = await tools.terminal_open({});
+        await tools.terminal_send({ terminalId: opened.terminalId, input: "grep Sig\"\"Ign /proc/self/status; echo do\"\"ne\n" });
+        let seen = "";
+        while (!seen.includes("done")) {
+            seen += (await tools.terminal_read({ terminalId: opened.terminalId, waitMs: 1000 })).output;
+        }
+        return [bash.output.match(ignored)[1], seen.match(ignored)[1]];
+    "#;
+    for backend in ["local", "sandbox"] {
+        let root = temp_dir("exec-signals");
+        let mut command = std::process::Command::new(codemode_binary());
+        command
+            .args(["run", "--json", "--exec", backend, "--root"])
+            .arg(root.path())
+            .arg("-")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        // SAFETY: between fork and exec the closure only calls `signal`.
+        unsafe {
+            command.pre_exec(|| {
+                for signal in [libc::SIGINT, libc::SIGQUIT, libc::SIGHUP] {
+                    libc::signal(signal, libc::SIG_IGN);
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().expect("codemode runs");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(program.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().expect("codemode ends");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if backend == "sandbox"
+            && stderr.contains("cannot enforce the sandbox")
+            && std::env::var_os(SKIP_SANDBOX).is_some()
+        {
+            continue;
+        }
+        let stdout: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{backend}: {stderr}"));
+        assert_eq!(
+            stdout["result"],
+            json!(["0000000000000000", "0000000000000000"]),
+            "{backend}: {stdout}"
+        );
     }
 }

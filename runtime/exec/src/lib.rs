@@ -16,6 +16,7 @@ pub mod environment;
 mod error;
 pub mod jobs;
 pub mod sandbox;
+mod signals;
 pub mod stream;
 pub mod subprocess;
 mod supervisor;

@@ -157,6 +157,22 @@ impl Process {
                 .stderr(stderr);
         });
         backend.confine(&mut command)?;
+        // A child that is forked anyway resets the signals codemode ignores and marks its
+        // descriptors itself, where no other thread can open one in between; one started with
+        // `posix_spawn` is forked only when codemode ignores a signal.
+        if backend.forks()
+            || matches!(leads, Leads::TerminalSession)
+            || crate::signals::any_ignored()
+        {
+            // SAFETY: between fork and exec the closure makes only `sigaction` and
+            // `close_range` calls on values on its own stack, and allocates nothing.
+            unsafe {
+                command.command_mut().pre_exec(|| {
+                    crate::signals::reset_to_default()?;
+                    crate::descriptors::close_on_exec_above_stdio()
+                });
+            }
+        }
         let session = match leads {
             Leads::GroupOrSession if !backend.forks() => {
                 command.wrap(ProcessGroup::leader());
