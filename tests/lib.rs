@@ -287,6 +287,35 @@ pub fn codemode_binary() -> PathBuf {
     cli
 }
 
+/// A pid as a command wrote it, `PID PID_NAMESPACE` (`echo $$ $(readlink /proc/self/ns/pid)`),
+/// numbered as this process sees it: a sandboxed command sees the pids of its own namespace.
+/// `None` while the text is incomplete; `Some(None)` when no such process lives any more.
+pub fn host_pid(text: &str) -> Option<Option<i32>> {
+    let line = text.strip_suffix('\n')?;
+    let (pid, namespace) = line.split_once(' ')?;
+    let pid: i32 = pid.parse().ok()?;
+    let found = std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let host: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let ns = std::fs::read_link(entry.path().join("ns/pid")).ok()?;
+            if ns.to_str() != Some(namespace) {
+                return None;
+            }
+            let status = std::fs::read_to_string(entry.path().join("status")).ok()?;
+            let innermost = status
+                .lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))?
+                .split_whitespace()
+                .last()?
+                .parse::<i32>()
+                .ok()?;
+            (innermost == pid).then_some(host)
+        });
+    Some(found)
+}
+
 /// A child process killed and reaped when dropped, so that a failing test leaves none behind.
 pub struct Reaped(pub std::process::Child);
 
@@ -389,9 +418,14 @@ impl AsRef<Path> for TempDir {
 
 /// A [`TempDir`] named `codemode-<label>-<random>`, private to this user (mode 0700).
 pub fn temp_dir(label: &str) -> TempDir {
+    temp_dir_in(&std::env::temp_dir(), label)
+}
+
+/// A temporary directory beneath `base`, removed when dropped.
+pub fn temp_dir_in(base: &Path, label: &str) -> TempDir {
     let dir = tempfile::Builder::new()
         .prefix(&format!("codemode-{label}-"))
-        .tempdir()
+        .tempdir_in(base)
         .expect("a temporary directory");
     let path = dir
         .path()

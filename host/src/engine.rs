@@ -297,7 +297,7 @@ fn start_ticker(engine: Engine, stop: Arc<AtomicBool>) {
 
 /// Where compiled guests are cached: `CODEMODE_CACHE_DIR`, else `$XDG_CACHE_HOME/codemode`,
 /// else `~/.cache/codemode`.
-pub(crate) fn cache_dir() -> Option<PathBuf> {
+pub fn cache_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("CODEMODE_CACHE_DIR") {
         return Some(PathBuf::from(dir));
     }

@@ -31,7 +31,7 @@ mod wasm_rewrite;
 pub use config::{BudgetError, Budgets, FUEL_PER_MS};
 pub use durable::Durability;
 pub use engine::EngineError;
-pub use engine::{module_from_disk_cache, on_guest_preparation};
+pub use engine::{cache_dir, module_from_disk_cache, on_guest_preparation};
 #[cfg(feature = "bench")]
 pub use engine::{Interruption, GUEST_WASM};
 pub use preparing::{prepare, Prepared, PreparingRuntime, Readiness};

@@ -9,7 +9,7 @@ use std::time::Duration;
 use codemode_e2e::*;
 use codemode_exec::backend::{Backend, Local};
 use codemode_exec::jobs::JobLimits;
-use codemode_exec::sandbox::Sandbox;
+use codemode_exec::sandbox::{Sandbox, SandboxOptions};
 use codemode_exec::terminal::TerminalLimits;
 use codemode_exec::{Exec, ExecConfig};
 use codemode_runtime::signal::{AbortController, AbortSignal};
@@ -19,6 +19,7 @@ use codemode_runtime::tools::{
 use serde_json::Value;
 
 mod confinement;
+mod isolation;
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -39,10 +40,14 @@ const SKIP_SANDBOX: &str = "CODEMODE_TEST_SKIP_SANDBOX";
 /// A registry with the execution tools on `kind`. `None` only when this kernel cannot
 /// enforce the sandbox and [`SKIP_SANDBOX`] says to skip it; the refusal must say why.
 fn rig(kind: Kind, config: ExecConfig) -> Option<Rig> {
+    rig_with(kind, config, SandboxOptions::default())
+}
+
+fn rig_with(kind: Kind, config: ExecConfig, options: SandboxOptions) -> Option<Rig> {
     let root = temp_dir("exec-root");
     let backend: Arc<dyn Backend> = match kind {
         Kind::Local => Arc::new(Local),
-        Kind::Sandbox => match Sandbox::new(root.path()) {
+        Kind::Sandbox => match Sandbox::with_options(root.path(), options) {
             Ok(sandbox) => Arc::new(sandbox),
             Err(refusal) => {
                 let message = refusal.to_string();
@@ -105,16 +110,18 @@ impl Rig {
     }
 }
 
-fn alive(pid: i32) -> bool {
+fn alive(pid: Option<i32>) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid, 0) == 0 }
+    pid.is_some_and(|pid| unsafe { libc::kill(pid, 0) == 0 })
 }
 
-async fn read_pid(path: &Path) -> i32 {
-    for _ in 0..200 {
+/// The process a command named in `path` (see [`host_pid`]) as this process numbers it, once
+/// the file is written; `None` when that process is already gone.
+async fn read_pid(path: &Path) -> Option<i32> {
+    for _ in 0..3000 {
         if let Ok(text) = std::fs::read_to_string(path) {
-            if let Ok(pid) = text.trim().parse() {
-                return pid;
+            if let Some(found) = host_pid(&text) {
+                return found;
             }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -122,9 +129,9 @@ async fn read_pid(path: &Path) -> i32 {
     panic!("{} never held a pid", path.display())
 }
 
-async fn gone(pid: i32) -> bool {
+async fn gone(pid: Option<i32>) -> bool {
     // A killed process may take a moment to be reaped by its new parent.
-    for _ in 0..100 {
+    for _ in 0..1500 {
         if !alive(pid) {
             return true;
         }
@@ -226,7 +233,7 @@ async fn shared_behaviour(kind: Kind) {
         .call(
             &agent,
             "bash",
-            json!({"command": "sleep 30 & echo $! > bg.pid; sleep 30", "description": "Hang", "timeoutMs": 300}),
+            json!({"command": "sleep 30 & echo $! $(readlink /proc/self/ns/pid) > bg.pid; sleep 30", "description": "Hang", "timeoutMs": 300}),
         )
         .await;
     assert_eq!(
@@ -240,7 +247,11 @@ async fn shared_behaviour(kind: Kind) {
     );
 
     // A finished command leaves nothing running behind it.
-    rig.bash(&agent, "sleep 30 & echo $! > left.pid").await;
+    rig.bash(
+        &agent,
+        "sleep 30 & echo $! $(readlink /proc/self/ns/pid) > left.pid",
+    )
+    .await;
     assert!(
         gone(read_pid(&rig.path("left.pid")).await).await,
         "a detached child survived its call"
@@ -265,7 +276,7 @@ async fn shared_behaviour(kind: Kind) {
         let call = rig.call_with(
             &agent,
             "bash",
-            json!({"command": "echo $$ > fg.pid; sleep 30", "description": "Hang"}),
+            json!({"command": "echo $$ $(readlink /proc/self/ns/pid) > fg.pid; sleep 30", "description": "Hang"}),
             signal,
         );
         tokio::pin!(call);
@@ -433,7 +444,13 @@ async fn terminals_behaviour(kind: Kind) {
     assert!(kept <= 256 * 1024, "{kept} bytes of scrollback");
 
     // Closing ends everything in it.
-    send(&rig, &agent, &id, "sleep 30 & echo $! > term.pid\n").await;
+    send(
+        &rig,
+        &agent,
+        &id,
+        "sleep 30 & echo $! $(readlink /proc/self/ns/pid) > term.pid\n",
+    )
+    .await;
     let pid = read_pid(&rig.path("sub/term.pid")).await;
     let closed = rig
         .call(&agent, "terminal_close", json!({"terminalId": id}))
@@ -459,7 +476,7 @@ async fn terminals_behaviour(kind: Kind) {
         &rig,
         &agent,
         &id,
-        "nohup sleep 30 >/dev/null 2>&1 & echo $! > hup.pid\n",
+        "nohup sleep 30 >/dev/null 2>&1 & echo $! $(readlink /proc/self/ns/pid) > hup.pid\n",
     )
     .await;
     let pid = read_pid(&rig.path("hup.pid")).await;
@@ -478,7 +495,13 @@ async fn terminals_behaviour(kind: Kind) {
         .as_str()
         .unwrap()
         .to_owned();
-    send(&rig, &agent, &id, "echo $$ > shell.pid\n").await;
+    send(
+        &rig,
+        &agent,
+        &id,
+        "echo $$ $(readlink /proc/self/ns/pid) > shell.pid\n",
+    )
+    .await;
     let pid = read_pid(&rig.path("shell.pid")).await;
     rig.exec.shutdown().await;
     assert!(gone(pid).await, "teardown left a terminal's shell running");
@@ -556,7 +579,12 @@ async fn jobs_behaviour(rig: &Rig) {
     assert_eq!(listed.value(), Some(&json!({"jobs": []})));
 
     // Kill: the whole group, then `killed: false` for a job already ended.
-    let id = start_job(rig, &agent, "sleep 30 & echo $! > job.pid; sleep 30").await;
+    let id = start_job(
+        rig,
+        &agent,
+        "sleep 30 & echo $! $(readlink /proc/self/ns/pid) > job.pid; sleep 30",
+    )
+    .await;
     let pid = read_pid(&rig.path("job.pid")).await;
     let killed = rig.call(&agent, "job_kill", json!({"jobId": id})).await;
     assert_eq!(killed.value(), Some(&json!({"jobId": id, "killed": true})));
@@ -570,7 +598,10 @@ async fn jobs_behaviour(rig: &Rig) {
         .find(|j| j["jobId"] == id.as_str())
         .expect("listed");
     assert_eq!(entry["running"], json!(false));
-    assert_eq!(entry["command"], "sleep 30 & echo $! > job.pid; sleep 30");
+    assert_eq!(
+        entry["command"],
+        "sleep 30 & echo $! $(readlink /proc/self/ns/pid) > job.pid; sleep 30"
+    );
 
     // The starting call's cancellation does not kill a published job.
     let controller = AbortController::new();
@@ -578,7 +609,7 @@ async fn jobs_behaviour(rig: &Rig) {
         .call_with(
             &agent,
             "bash",
-            json!({"command": "echo $$ > pub.pid; sleep 30", "description": "Background", "run_in_background": true}),
+            json!({"command": "echo $$ $(readlink /proc/self/ns/pid) > pub.pid; sleep 30", "description": "Background", "run_in_background": true}),
             controller.signal(),
         )
         .await;
@@ -596,7 +627,7 @@ async fn jobs_behaviour(rig: &Rig) {
         .call_with(
             &agent,
             "bash",
-            json!({"command": "echo $$ > pre.pid", "description": "Background", "run_in_background": true}),
+            json!({"command": "echo $$ $(readlink /proc/self/ns/pid) > pre.pid", "description": "Background", "run_in_background": true}),
             AbortSignal::aborted_with("cancelled"),
         )
         .await;
@@ -638,7 +669,12 @@ async fn jobs_behaviour(rig: &Rig) {
     assert_eq!(last["exitCode"], json!(0));
 
     // Teardown ends what is left.
-    let id = start_job(rig, &agent, "echo $$ > last.pid; sleep 30").await;
+    let id = start_job(
+        rig,
+        &agent,
+        "echo $$ $(readlink /proc/self/ns/pid) > last.pid; sleep 30",
+    )
+    .await;
     let pid = read_pid(&rig.path("last.pid")).await;
     rig.exec.shutdown().await;
     assert!(gone(pid).await, "teardown left job {id} running");
@@ -675,7 +711,7 @@ async fn a_job_beyond_the_owners_limit_is_refused_and_its_process_ended() {
         .call(
             &agent,
             "bash",
-            json!({"command": "echo $$ > second.tmp && mv second.tmp second.pid; sleep 30", "description": "Second", "run_in_background": true}),
+            json!({"command": "echo $$ $(readlink /proc/self/ns/pid) > second.tmp && mv second.tmp second.pid; sleep 30", "description": "Second", "run_in_background": true}),
         )
         .await;
     assert!(
@@ -766,7 +802,7 @@ async fn a_program_starts_a_background_job_polls_it_and_kills_it() {
     let result = cm
         .run(
             r#"
-const started = await tools.bash({ command: "echo $$ > job.pid; i=0; while true; do echo tick$i; i=$((i+1)); sleep 0.05; done", description: "Tick forever", run_in_background: true });
+const started = await tools.bash({ command: "echo $$ $(readlink /proc/self/ns/pid) > job.pid; i=0; while true; do echo tick$i; i=$((i+1)); sleep 0.05; done", description: "Tick forever", run_in_background: true });
 let seen = "";
 let offset = 0;
 while (!seen.includes("tick3")) {
@@ -797,7 +833,7 @@ fn the_cli_leaves_no_process_behind() {
         let program = root.join("prog.ts");
         std::fs::write(
             &program,
-            "const job = await tools.bash({ command: 'echo $$ > job.pid; echo started; sleep 60', description: 'Sleep', run_in_background: true });\nwhile (!(await tools.job_output({ jobId: job.jobId, offset: 0, waitMs: 1000 })).output.includes('started')) {}\nreturn job.kind;",
+            "const job = await tools.bash({ command: 'echo $$ $(readlink /proc/self/ns/pid) > job.pid; echo started; sleep 60', description: 'Sleep', run_in_background: true });\nwhile (!(await tools.job_output({ jobId: job.jobId, offset: 0, waitMs: 1000 })).output.includes('started')) {}\nreturn job.kind;",
         )
         .unwrap();
         let out = std::process::Command::new(codemode_binary())
@@ -817,11 +853,8 @@ fn the_cli_leaves_no_process_behind() {
         let stdout: Value =
             serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{backend}: {stderr}"));
         assert_eq!(stdout["result"], "background", "{backend}: {stdout}");
-        let pid: i32 = std::fs::read_to_string(root.join("job.pid"))
-            .expect("the job ran")
-            .trim()
-            .parse()
-            .unwrap();
+        let written = std::fs::read_to_string(root.join("job.pid")).expect("the job ran");
+        let pid = host_pid(&written).expect("a whole pid file");
         assert!(!alive(pid), "{backend}: the job outlived the CLI");
     }
 }

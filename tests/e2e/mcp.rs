@@ -7,7 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use codemode_e2e::{codemode_binary as binary, output_with_stdin, spawn_announced, temp_dir};
+use codemode_e2e::{
+    codemode_binary as binary, host_pid, output_with_stdin, spawn_announced, temp_dir,
+};
 use serde_json::{json, Value};
 
 mod upstreams;
@@ -568,7 +570,7 @@ fn a_sessions_jobs_end_with_the_session() {
     let (mut child, url) = http_server(&["--exec", "--root", &root_arg]);
     let answers = drive(
         json!({"steps": [
-            run_code("const job = await tools.bash({ command: 'echo $$ > job.pid; sleep 60', description: 'Sleep', run_in_background: true }); await tools.job_output({ jobId: job.jobId, waitMs: 200 }); return job.kind;"),
+            run_code("const job = await tools.bash({ command: 'echo $$ $(readlink /proc/self/ns/pid) > job.pid; echo started; sleep 60', description: 'Sleep', run_in_background: true }); while (!(await tools.job_output({ jobId: job.jobId, offset: 0, waitMs: 1000 })).output.includes('started')) {} return job.kind;"),
         ]}),
         "http",
         std::slice::from_ref(&url),
@@ -577,15 +579,12 @@ fn a_sessions_jobs_end_with_the_session() {
         answers[0]["structured"]["result"], "background",
         "{answers:?}"
     );
-    let pid: i32 = std::fs::read_to_string(root.join("job.pid"))
-        .expect("the job ran")
-        .trim()
-        .parse()
-        .unwrap();
+    let written = std::fs::read_to_string(root.join("job.pid")).expect("the job ran");
+    let pid = host_pid(&written).expect("a whole pid file");
     // SAFETY: signal 0 only checks that the process exists.
-    let alive = || unsafe { libc::kill(pid, 0) == 0 };
+    let alive = || pid.is_some_and(|pid| unsafe { libc::kill(pid, 0) == 0 });
     let mut waited = 0;
-    while alive() && waited < 100 {
+    while alive() && waited < 600 {
         std::thread::sleep(std::time::Duration::from_millis(50));
         waited += 1;
     }

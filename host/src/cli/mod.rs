@@ -101,6 +101,25 @@ pub struct ToolArgs {
     /// (CODEMODE_STATE_KEY, CODEMODE_MCP_TOKEN, AWS credentials) reach no command.
     #[arg(long = "exec-env", value_name = "NAME")]
     pub exec_env: Vec<String>,
+    /// Hide this file or directory from sandboxed commands (repeatable), besides codemode's
+    /// own files (state directory, module cache, token file, --config) and the usual
+    /// credentials (~/.ssh, ~/.aws, ~/.gnupg, ~/.docker, ~/.kube, ~/.netrc and others).
+    #[arg(long = "exec-hide", value_name = "PATH")]
+    pub exec_hide: Vec<PathBuf>,
+    /// Let sandboxed commands read this path where the sandbox would leave it out (a
+    /// toolchain in root's home, which commands of a codemode running as root cannot see).
+    #[arg(long = "exec-ro", value_name = "PATH")]
+    pub exec_read_only: Vec<PathBuf>,
+    /// With --exec sandbox, where codemode runs as root and can write the kernel's cgroups:
+    /// the most memory (MiB) the processes of one command may use together (default 4096).
+    #[arg(long = "exec-memory-mb", value_name = "MIB", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
+    pub exec_memory_mb: u64,
+    /// codemode's own directories and files that a subcommand names (its state directory,
+    /// its token file): hidden from sandboxed commands.
+    #[arg(skip)]
+    pub own_dirs: Vec<PathBuf>,
+    #[arg(skip)]
+    pub own_files: Vec<PathBuf>,
     /// The execution tools' limits, when a subcommand sets them (`mcp --max-jobs`, …).
     #[arg(skip)]
     pub exec_config: Option<codemode_exec::ExecConfig>,
@@ -347,6 +366,15 @@ pub struct PauseArgs {
     pub state_ttl: StateTtl,
 }
 
+impl PauseArgs {
+    /// The state directory `--state` names, unless it names an object store.
+    pub fn local_state(&self) -> Option<PathBuf> {
+        self.state
+            .clone()
+            .filter(|state| !state.to_string_lossy().starts_with("s3://"))
+    }
+}
+
 /// A `--state-ttl`: a duration of at least a second and at most ten years.
 #[derive(Clone, Copy, Debug)]
 pub struct StateTtl(pub std::time::Duration);
@@ -485,13 +513,15 @@ pub fn main() -> ExitCode {
     let code = match cli.command {
         // On a runtime worker rather than the thread blocked in `block_on`, so that waking the
         // run (a tool finishing, a timer) is not a cross-thread unpark.
-        Command::Run(args) => runtime.block_on(async {
+        Command::Run(mut args) => runtime.block_on(async {
+            args.tools.own_dirs.extend(args.pause.local_state());
             tokio::spawn(run::run(args)).await.unwrap_or_else(|error| {
                 tracing::error!("the run failed inside the host: {error}");
                 EXIT_PROGRAM_FAILED
             })
         }),
-        Command::Resume(args) => runtime.block_on(async {
+        Command::Resume(mut args) => runtime.block_on(async {
+            args.tools.own_dirs.extend(args.pause.local_state());
             tokio::spawn(resume::resume(args))
                 .await
                 .unwrap_or_else(|error| {
@@ -500,7 +530,9 @@ pub fn main() -> ExitCode {
                 })
         }),
         Command::Sdk(args) => runtime.block_on(sdk::sdk(&args)),
-        Command::Mcp(args) => runtime.block_on(async {
+        Command::Mcp(mut args) => runtime.block_on(async {
+            args.tools.own_dirs.extend(args.pause.local_state());
+            args.tools.own_files.extend(args.auth_token_file.clone());
             tokio::spawn(mcp::serve(args, metrics))
                 .await
                 .unwrap_or_else(|error| {

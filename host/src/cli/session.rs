@@ -3,6 +3,7 @@
 //! `--allow` / `--ask` policy; and, for the commands that run programs, `run_code` over the
 //! sandbox with the `--events` sink.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use codemode_host::builtins;
@@ -60,6 +61,31 @@ fn upstream_specs(args: &ToolArgs) -> Result<Vec<UpstreamSpec>, String> {
     Ok(specs)
 }
 
+/// What sandboxed commands must not see of codemode's: its state directories (the one named
+/// and the default), its module cache, its token file and configuration, and what `--exec-hide`
+/// adds. The state directories and the cache are made now where they are missing: a command
+/// sees what is made beneath a directory it can read while it runs, and a hidden directory
+/// stays hidden whatever is later written into it.
+fn hidden_from_commands(args: &ToolArgs) -> Vec<PathBuf> {
+    let mut hidden: Vec<PathBuf> = args.own_dirs.clone();
+    hidden.extend(Durability::default_dir());
+    hidden.extend(codemode_host::cache_dir());
+    for dir in &hidden {
+        let mut builder = std::fs::DirBuilder::new();
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        if let Err(error) = builder.recursive(true).create(dir) {
+            tracing::warn!(
+                "--exec sandbox: cannot make {} ahead of the commands that must not see it: {error}",
+                dir.display()
+            );
+        }
+    }
+    hidden.extend(args.own_files.iter().cloned());
+    hidden.extend(args.config.iter().cloned());
+    hidden.extend(args.exec_hide.iter().cloned());
+    hidden
+}
+
 impl ToolSession {
     /// Registers the tools and policies `args` name (the built-ins only with `builtins`).
     /// Upstream servers that fail to start are reported on stderr; the rest serve. `Err` is a
@@ -93,6 +119,10 @@ impl ToolSession {
                         ExecBackend::Sandbox => {
                             let options = SandboxOptions {
                                 pass_env: args.exec_env.clone(),
+                                hide: hidden_from_commands(args),
+                                read_only: args.exec_read_only.clone(),
+                                max_memory_bytes: args.exec_memory_mb << 20,
+                                ..SandboxOptions::default()
                             };
                             let sandbox = Sandbox::with_options(&args.root, options)
                                 .map_err(|e| format!("codemode: --exec sandbox: {e}"))?;

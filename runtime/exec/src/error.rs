@@ -42,18 +42,8 @@ pub enum SetupError {
         /// The name.
         name: String,
     },
-    /// The kernel's Landlock is missing or older than the sandbox needs.
-    #[error("this kernel cannot enforce the sandbox: it needs Landlock ABI {minimum} (Linux 6.12 or later) to scope signals and abstract unix sockets and to control device ioctls, and this kernel ({release}) offers {}; use --exec local only where commands may act as codemode's own user", offered(*abi))]
-    KernelTooOld {
-        /// The kernel's release, as `/proc/sys/kernel/osrelease` says.
-        release: String,
-        /// The Landlock ABI it offers (0: none).
-        abi: i32,
-        /// The ABI the sandbox needs.
-        minimum: i32,
-    },
-    /// The kernel refused part of the confinement.
-    #[error("this kernel cannot enforce the sandbox: {reason}")]
+    /// The system cannot give part of the confinement.
+    #[error("this system cannot enforce the sandbox: {reason}")]
     Unenforceable {
         /// What was refused.
         reason: String,
@@ -67,12 +57,4 @@ pub enum SetupError {
         #[source]
         source: std::io::Error,
     },
-}
-
-fn offered(abi: i32) -> String {
-    if abi == 0 {
-        "no Landlock (it is not built in or not enabled at boot: `lsm=...,landlock`)".to_owned()
-    } else {
-        format!("Landlock ABI {abi}")
-    }
 }

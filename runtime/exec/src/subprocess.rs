@@ -13,7 +13,7 @@
 //! session of its own, and signals also reach the session's other groups.
 
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -22,7 +22,7 @@ use std::time::Duration;
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup, ProcessSession};
 use tokio::net::unix::pipe;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Launch};
 
 /// What to start.
 pub struct Spawn<'a> {
@@ -62,6 +62,8 @@ pub struct Process {
     session: Option<i32>,
     /// Its place among the runtime's running commands, given back when the leader exits.
     admission: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// What its backend keeps for as long as it runs.
+    _held: Option<Box<dyn Send + Sync>>,
 }
 
 impl std::fmt::Debug for Process {
@@ -125,12 +127,14 @@ impl Process {
             fd.try_clone()
                 .map_err(|e| format!("cannot share the terminal: {e}"))
         };
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", slave.as_raw_fd()))
+            .map_err(|e| format!("cannot name the terminal: {e}"))?;
         let stdio = [
             Stdio::from(dup(&slave)?),
             Stdio::from(dup(&slave)?),
             Stdio::from(slave),
         ];
-        Self::start(spec, backend, stdio, Leads::TerminalSession)
+        Self::start(spec, backend, stdio, Leads::TerminalSession(path))
     }
 
     fn start(
@@ -139,16 +143,35 @@ impl Process {
         [stdin, stdout, stderr]: [Stdio; 3],
         leads: Leads,
     ) -> Result<Self, String> {
-        if !backend.forks() {
+        let terminal = match &leads {
+            Leads::TerminalSession(path) => Some(path.as_path()),
+            Leads::GroupOrSession => None,
+        };
+        let Launch {
+            program,
+            args,
+            cwd,
+            child_step,
+            inherited,
+            held,
+        } = backend.launch(&spec, terminal)?;
+        // A child that is forked anyway resets the signals codemode ignores and marks its
+        // descriptors itself, where no other thread can open one in between; one started with
+        // `posix_spawn` is forked only when codemode ignores a signal.
+        let forked = backend.forks()
+            || terminal.is_some()
+            || child_step.is_some()
+            || crate::signals::any_ignored();
+        if !forked {
             // Nothing runs in a spawned child before exec: mark codemode's descriptors here.
             crate::descriptors::close_on_exec_above_stdio().map_err(|e| {
                 format!("cannot keep codemode's descriptors out of the command: {e}")
             })?;
         }
         let environment = backend.environment();
-        let mut command = CommandWrap::with_new(spec.program, |c| {
-            c.args(&spec.args)
-                .current_dir(&spec.cwd)
+        let mut command = CommandWrap::with_new(&program, |c| {
+            c.args(&args)
+                .current_dir(&cwd)
                 .env_clear()
                 .envs(environment)
                 .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -156,14 +179,7 @@ impl Process {
                 .stdout(stdout)
                 .stderr(stderr);
         });
-        backend.confine(&mut command)?;
-        // A child that is forked anyway resets the signals codemode ignores and marks its
-        // descriptors itself, where no other thread can open one in between; one started with
-        // `posix_spawn` is forked only when codemode ignores a signal.
-        if backend.forks()
-            || matches!(leads, Leads::TerminalSession)
-            || crate::signals::any_ignored()
-        {
+        if forked {
             // SAFETY: between fork and exec the closure makes only `sigaction` and
             // `close_range` calls on values on its own stack, and allocates nothing.
             unsafe {
@@ -173,8 +189,15 @@ impl Process {
                 });
             }
         }
+        if let Some(step) = child_step {
+            // SAFETY: a backend's child step makes only system calls on what its parent
+            // prepared (the `ChildStep` contract); it runs after the marking above.
+            unsafe {
+                command.command_mut().pre_exec(step);
+            }
+        }
         let session = match leads {
-            Leads::GroupOrSession if !backend.forks() => {
+            Leads::GroupOrSession if !forked => {
                 command.wrap(ProcessGroup::leader());
                 false
             }
@@ -182,7 +205,7 @@ impl Process {
                 command.wrap(ProcessSession);
                 true
             }
-            Leads::TerminalSession => {
+            Leads::TerminalSession(_) => {
                 command.wrap(ProcessSession).wrap(ControllingTerminal);
                 true
             }
@@ -197,11 +220,13 @@ impl Process {
         // The command holds the parent's copies of the child's descriptors until it is
         // dropped: without this a pipe's reader would never see the end of the output.
         drop(command);
+        drop(inherited);
         Ok(Self {
             child,
             exit: None,
             session,
             admission: None,
+            _held: held,
         })
     }
 
@@ -258,8 +283,8 @@ enum Leads {
     /// A new process group, started with `posix_spawn`, or a session where the backend forks
     /// anyway.
     GroupOrSession,
-    /// A new session with a controlling terminal.
-    TerminalSession,
+    /// A new session whose controlling terminal is the pseudo-terminal at this path.
+    TerminalSession(PathBuf),
 }
 
 /// Makes the child's stdin (a terminal) its controlling terminal; runs after `ProcessSession`

@@ -147,12 +147,19 @@ async fn commands_can_signal_neither_codemode_nor_another_sessions_commands() {
         let rig = rig(kind, ExecConfig::default()).expect("rig");
         let victim = AgentScope::root();
         let attacker = AgentScope::root();
-        start_job(&rig, &victim, "echo $$ > victim.pid; exec sleep 30").await;
+        start_job(
+            &rig,
+            &victim,
+            "echo $$ $(readlink /proc/self/ns/pid) > victim.pid; exec sleep 30",
+        )
+        .await;
         let pid = read_pid(&rig.path("victim.pid")).await;
+        let pid = pid.expect("the victim runs");
+        let codemode = std::process::id();
         let tried = output(
             &rig,
             &attacker,
-            &format!("kill -0 {pid} 2>/dev/null; echo job=$?; kill -0 $PPID 2>/dev/null; echo codemode=$?; kill -CONT $PPID 2>/dev/null; echo cont=$?"),
+            &format!("kill -0 {pid} 2>/dev/null; echo job=$?; kill -0 {codemode} 2>/dev/null; echo codemode=$?; kill -CONT {codemode} 2>/dev/null; echo cont=$?"),
         )
         .await;
         match kind {
@@ -161,7 +168,7 @@ async fn commands_can_signal_neither_codemode_nor_another_sessions_commands() {
                 assert_eq!(tried, "job=1\ncodemode=1\ncont=1\n", "{kind:?}");
                 let killed = output(&rig, &attacker, &format!("kill -9 {pid}; echo $?")).await;
                 assert!(!killed.ends_with("0\n"), "{killed}");
-                assert!(alive(pid), "another session killed the job");
+                assert!(alive(Some(pid)), "another session killed the job");
             }
         }
         rig.exec.shutdown().await;
@@ -386,7 +393,8 @@ fn cli_bash(backend: &str, extra: &[&str], script: &str) -> (Value, String) {
 
 #[test]
 fn commands_get_a_minimal_environment_and_none_of_codemodes_secrets() {
-    let script = "env; echo; cat /proc/$PPID/environ 2>/dev/null | tr '\\0' '\\n'; echo environ=${PIPESTATUS[0]}";
+    // Every process the command can see, its parent included, and what their environments hold.
+    let script = "env; echo; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>/dev/null; echo environ=done";
     let secrets = ["state-key-secret", "mcp-token-secret", "aws-secret-value"];
     for backend in ["local", "sandbox"] {
         let (result, stderr) = cli_bash(backend, &["--exec-env", "PASSED_VAR"], script);
@@ -406,15 +414,16 @@ fn commands_get_a_minimal_environment_and_none_of_codemodes_secrets() {
             _ => {
                 assert!(!env.contains("OTHER_VAR"), "{env}");
                 assert!(env.contains("PATH=") && env.contains("TMPDIR="), "{env}");
-                // codemode's own environment cannot be read through /proc either.
+                // codemode's own environment cannot be read through /proc either: no process
+                // the command sees holds it.
                 for secret in secrets {
                     assert!(
                         !parent.contains(secret),
                         "{secret} read from /proc: {parent}"
                     );
                 }
-                assert!(!parent.contains("environ=0"), "{parent}");
-                assert!(stderr.contains("--exec sandbox: Landlock ABI"), "{stderr}");
+                assert!(parent.contains("environ=done"), "{parent}");
+                assert!(stderr.contains("--exec sandbox: bubblewrap"), "{stderr}");
                 assert!(stderr.contains("no capabilities"), "{stderr}");
             }
         }
