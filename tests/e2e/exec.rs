@@ -650,20 +650,24 @@ async fn jobs_behaviour(rig: &Rig) {
     // A job that ends with more output than its buffer holds, read only later: the rest
     // waited in the pipe, and `running` stays true until it is all read.
     let slow = start_job(rig, &agent, "head -c 1060000 /dev/zero | tr '\\0' s").await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let listed = rig.call(&agent, "job_list", json!({})).await;
-    let entry = listed.value().unwrap()["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|j| j["jobId"] == slow.as_str())
-        .cloned()
-        .expect("listed");
-    assert_eq!(
-        entry["running"],
-        json!(false),
-        "the process itself has ended"
-    );
+    // The process ends once what it wrote fits the buffer and the pipe; the list says so.
+    let mut ended = false;
+    for _ in 0..3000 {
+        let listed = rig.call(&agent, "job_list", json!({})).await;
+        let entry = listed.value().unwrap()["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["jobId"] == slow.as_str())
+            .cloned()
+            .expect("listed");
+        if entry["running"] == json!(false) {
+            ended = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ended, "the process itself never ended");
     let (all, last) = drain(rig, &agent, &slow).await;
     assert_eq!(all.len(), 1_060_000);
     assert_eq!(last["exitCode"], json!(0));

@@ -86,14 +86,25 @@ fn outside_terminal() -> (OwnedFd, String) {
     }
 }
 
-/// What arrives on `master` within `window` (the echo of injected input comes through the
-/// line discipline's worker, a moment after the ioctl).
-async fn terminal_output(master: &OwnedFd, window: Duration) -> Vec<u8> {
-    // SAFETY: fcntl on a descriptor the caller owns.
-    unsafe { libc::fcntl(master.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+/// What arrived on `master` before a marker this process types into it now: the echo of
+/// input injected earlier comes through the line discipline in order, so everything injected
+/// before the marker is echoed before it.
+async fn terminal_output(master: &OwnedFd) -> Vec<u8> {
+    const MARKER: &[u8] = b"#end-of-test#";
+    // SAFETY: fcntl on a descriptor the caller owns; a write of a buffer of the given length.
+    unsafe {
+        libc::fcntl(master.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK);
+        assert_eq!(
+            libc::write(master.as_raw_fd(), MARKER.as_ptr().cast(), MARKER.len()),
+            MARKER.len() as isize
+        );
+    }
     let mut seen = Vec::new();
-    let deadline = std::time::Instant::now() + window;
-    while std::time::Instant::now() < deadline {
+    for _ in 0..3000 {
+        if let Some(at) = seen.windows(MARKER.len()).position(|w| w == MARKER) {
+            seen.truncate(at);
+            return seen;
+        }
         let mut buf = [0u8; 64];
         // SAFETY: a non-blocking read into a buffer of the given length.
         let read = unsafe { libc::read(master.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
@@ -103,7 +114,7 @@ async fn terminal_output(master: &OwnedFd, window: Duration) -> Vec<u8> {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-    seen
+    panic!("the marker never came back: {seen:?}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,7 +138,7 @@ async fn another_terminal_can_be_neither_read_nor_driven() {
             "python3 -c 'import fcntl, os, termios\ntry:\n    fd = os.open(\"{slave}\", os.O_RDONLY | os.O_NOCTTY)\nexcept OSError as e:\n    print(\"open refused\", e.errno)\nelse:\n    try:\n        fcntl.ioctl(fd, termios.TIOCSTI, b\"x\")\n        print(\"injected\")\n    except OSError as e:\n        print(\"ioctl refused\", e.errno)\n'"
         );
         let tried = output(&rig, &agent, &script).await;
-        let arrived = terminal_output(&master, Duration::from_millis(500)).await;
+        let arrived = terminal_output(&master).await;
         match kind {
             Kind::Local => {
                 assert_eq!(tried, "injected\n");
