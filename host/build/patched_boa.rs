@@ -3,10 +3,11 @@
 //! `boa_string`, `boa_parser` and `boa_interner`).
 //!
 //! Each patch opens with a `Subject:` line and the why of the change, and an `Upstreamable:`
-//! line (checked here) saying whether it could go upstream as it is. They are applied at build
-//! time to a copy of the pristine source that cargo fetched for the guest's lock file, so that
-//! the repository carries patches, never a fork: build machines reach the package registries,
-//! not a git host.
+//! line (checked here) saying whether it could go upstream as it is; `guest/patches/README.md`
+//! indexes them (what each changes and why, whether it could go upstream, what tests it). They
+//! are applied at build time to a copy of the pristine source that cargo fetched for the
+//! guest's lock file, so that the repository carries patches, never a fork: build machines
+//! reach the package registries, not a git host.
 //! The guest is then built from a generated manifest (the guest's, with absolute paths and a
 //! `[patch.crates-io]` entry per patched crate) beside a copy of the guest's lock file; the
 //! guest's own directory is never written to. After the build, the lock cargo wrote must name
