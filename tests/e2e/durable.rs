@@ -287,7 +287,11 @@ async fn tampered_unknown_and_twice_resumed_records_are_refused_before_anything_
 
     // A reply to a call the run does not wait on.
     let message = refused(resume(&rt, &pause.run_id, vec![("99", Ok(json!(1)))]).await);
-    assert!(message.contains("no pending call \"99\""), "{message}");
+    assert!(
+        message.contains("call \"99\", which is not a call this paused run waits on"),
+        "{message}"
+    );
+    assert!(!message.contains(&pause.run_id), "{message}");
 
     // One flipped byte anywhere.
     let path = record_path(&dir, &pause.run_id);

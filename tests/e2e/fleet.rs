@@ -138,7 +138,7 @@ fn approvals_and_pauses_resume_on_any_replica_of_a_stateless_fleet() {
     assert!(
         replayed["forged"]["error"]
             .as_str()
-            .is_some_and(|t| t.contains("requestState: it is not authentic")),
+            .is_some_and(|t| t.contains("requestState: it does not match this request")),
         "{replayed}"
     );
 

@@ -203,10 +203,12 @@ pub struct McpArgs {
     pub allowed_hosts: Vec<String>,
     /// With --http: clients must send `Authorization: Bearer TOKEN`, TOKEN being this file's
     /// first line (at least 16 characters). The file must belong to the user running codemode
-    /// and be readable by nobody else (chmod 600). Without it the token is $CODEMODE_MCP_TOKEN;
-    /// with neither, --http serves only a loopback address, to anyone who can reach it.
-    #[arg(long, value_name = "FILE")]
-    pub auth_token_file: Option<PathBuf>,
+    /// and be readable by nobody else (chmod 600). Repeatable: one file per client, and each
+    /// token is a client of its own, whose paused runs, requestState and tasks no other token
+    /// can use. Without it the token is $CODEMODE_MCP_TOKEN; with neither, --http serves only
+    /// a loopback address, to anyone who can reach it.
+    #[arg(long = "auth-token-file", value_name = "FILE")]
+    pub auth_token_files: Vec<PathBuf>,
     /// With --http: a browser origin (`scheme://host[:port]`, `:*` for any port) whose requests
     /// are served (repeatable). Requests with any other `Origin` header get 403; loopback
     /// origins (http or https on localhost, 127.0.0.1 or ::1, any port) are always allowed.

@@ -16,9 +16,11 @@ mod key;
 pub(crate) mod memory;
 #[cfg(feature = "s3")]
 mod object;
+mod principal;
 mod private;
 pub(crate) mod record;
 mod reference;
+mod sealed;
 mod store;
 
 use std::path::PathBuf;
@@ -28,6 +30,7 @@ use std::time::Duration;
 pub use key::KEY_ENV;
 #[cfg(feature = "s3")]
 pub use object::ObjectStateStore;
+pub use principal::Principal;
 pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};
 pub use reference::ReferenceError;
 pub use store::{Cutoffs, LocalStore, StateStore, StoreError, Swept, MAX_TASK_BYTES};
@@ -223,31 +226,43 @@ impl Durability {
         self.store.sweep(cutoffs).await.map(Some)
     }
 
-    /// A reference to paused run `run_id` that any process sharing this store and key can
-    /// resume from ([`Durability::run_of`]) until the time to live has passed: what an MCP
-    /// input-required result carries as its `requestState`.
-    pub fn reference(&self, run_id: &str) -> String {
+    /// A reference to paused run `run_id` for `principal` and the request `arguments` (a
+    /// `run_code` call's), that any process sharing this store and key can resume from
+    /// ([`Durability::run_of`], given the same principal and arguments) until the time to
+    /// live has passed: what an MCP input-required result carries as its `requestState`.
+    pub fn reference(
+        &self,
+        run_id: &str,
+        principal: &Principal,
+        arguments: &serde_json::Value,
+    ) -> String {
         let expires = unix_ms(std::time::SystemTime::now() + self.ttl);
-        reference::seal(self.key.bytes(), run_id, expires)
+        let request = reference::request_digest(arguments);
+        reference::seal(self.key.bytes(), run_id, expires, principal, &request)
     }
 
-    /// Keeps `task` (a JSON document) as task `task_id`'s, tagged under the key, for any
-    /// process sharing the store.
+    /// Keeps `task` (a JSON document) as task `task_id`'s, sealed under a key derived from
+    /// the state key, for any process sharing the store.
     pub async fn keep_task(
         &self,
         task_id: &str,
         task: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        let sealed = document::seal(self.key.bytes(), task_id, task);
-        self.store.put_task(task_id, sealed).await.map_err(|e| {
+        let failed = |e: &dyn std::fmt::Display| {
             StoreError(format!(
                 "could not keep task {task_id} in {}: {e}",
                 self.store.describe()
             ))
-        })
+        };
+        let sealed =
+            document::seal(&self.key, &format!("task/{task_id}"), task).map_err(|e| failed(&e))?;
+        self.store
+            .put_task(task_id, sealed)
+            .await
+            .map_err(|e| failed(&e))
     }
 
-    /// Task `task_id`'s document, if kept; refused unless its tag verifies.
+    /// Task `task_id`'s document, if kept; refused unless it opens under the key.
     pub async fn task(&self, task_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
         if !key::is_run_id(task_id) {
             return Err(StoreError(format!(
@@ -258,7 +273,7 @@ impl Durability {
         let Some(bytes) = self.store.get_task(task_id).await? else {
             return Ok(None);
         };
-        document::open(self.key.bytes(), task_id, &bytes)
+        document::open(&self.key, &format!("task/{task_id}"), &bytes)
             .map(Some)
             .map_err(|why| StoreError(format!("the document of task {task_id} is refused: {why}")))
     }
@@ -268,13 +283,27 @@ impl Durability {
         self.ttl
     }
 
-    /// The run a [`Durability::reference`] names, once its tag and expiry are checked.
-    pub fn run_of(&self, reference: &str) -> Result<String, ReferenceError> {
+    /// The run a [`Durability::reference`] names, once it is found made for `principal`
+    /// and `arguments` under this store's key, and unexpired.
+    pub fn run_of(
+        &self,
+        reference: &str,
+        principal: &Principal,
+        arguments: &serde_json::Value,
+    ) -> Result<String, ReferenceError> {
         reference::open(
             self.key.bytes(),
             reference,
+            principal,
+            &reference::request_digest(arguments),
             unix_ms(std::time::SystemTime::now()),
         )
+    }
+
+    /// The name the store keeps `principal`'s runs and tasks under (an HMAC of it under the
+    /// key): what a task records as its owner, to be compared, never shown.
+    pub fn owner_of(&self, principal: &Principal) -> String {
+        principal.owner_id(self.key.bytes())
     }
 
     /// [`Durability::tidy`], for after a pause or a resume: a failure is only a warning.

@@ -3,11 +3,13 @@
 //! a task, and its run goes on in this process, its status and result kept in the state store
 //! so that `tasks/get`, `tasks/update` and `tasks/cancel` work on any replica.
 //!
-//! A task's document (`durable::Durability::keep_task`) holds what the protocol shows (status,
-//! times, the result, the questions of a paused run) and what only codemode reads: the
-//! `requestState` of a paused run and the call's arguments (to resume it on an update), and a
-//! cancellation asked for. The process running the task polls its document for that request.
-//! A finished run does not overwrite a task cancelled meanwhile.
+//! A task's document (`durable::Durability::keep_task`, sealed: the store shows its size, no
+//! more) holds what the protocol shows (status, times, the result, the questions of a paused
+//! run) and what only codemode reads: the `requestState` of a paused run and the call's
+//! arguments (to resume it on an update), the client it belongs to (an owner id: only that
+//! client gets, answers or cancels it; to any other it does not exist), and a cancellation
+//! asked for. The process running the task polls its document for that request. A finished
+//! run does not overwrite a task cancelled meanwhile.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,7 +23,8 @@ use serde_json::{json, Map, Value};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::server::{Served, ServedTasks, Session};
+use super::server::{principal, Served, ServedTasks, Session};
+use crate::durable::Principal;
 
 /// How often the process running a task looks for a cancellation, and how often clients are
 /// told to poll.
@@ -66,6 +69,7 @@ pub(super) async fn answer_or_task(
             }
         });
     }
+    let owner = tasks.durability.owner_of(&principal(&context));
     let mut work = spawn(&session, arguments.clone(), resume, context, abort.clone());
     tokio::select! {
         done = &mut work => {
@@ -88,6 +92,7 @@ pub(super) async fn answer_or_task(
         "ttlMs": u64::try_from(durability.time_to_live().as_millis()).unwrap_or(u64::MAX),
         "pollIntervalMs": u64::try_from(POLL.as_millis()).unwrap_or(u64::MAX),
         "arguments": arguments,
+        "owner": owner,
     });
     if let Err(why) = durability.keep_task(&task_id, &document).await {
         // Without a task to point at, the call is answered when it ends, as any other.
@@ -182,7 +187,7 @@ fn failed(error: &McpError) -> Value {
 /// What the protocol shows of a task's document: everything but codemode's own fields.
 fn public(task: &Value) -> Map<String, Value> {
     let mut shown = task.as_object().cloned().unwrap_or_default();
-    for own in ["arguments", "requestState", "cancelRequested"] {
+    for own in ["arguments", "requestState", "cancelRequested", "owner"] {
         shown.remove(own);
     }
     shown
@@ -197,15 +202,27 @@ fn tasks_of(served: &Served) -> Result<&ServedTasks, McpError> {
     })
 }
 
-async fn document(tasks: &ServedTasks, task_id: &str) -> Result<Value, McpError> {
-    match tasks.durability.task(task_id).await {
-        Ok(Some(task)) => Ok(task),
-        Ok(None) => Err(McpError::invalid_params(
-            format!("no task {task_id}: it never existed, or it expired"),
-            None,
-        )),
-        Err(why) => Err(McpError::invalid_params(why.to_string(), None)),
-    }
+/// Task `task_id`'s document as `principal` may see it: a task of another client is one it
+/// cannot tell from a task that never existed.
+async fn document(
+    tasks: &ServedTasks,
+    task_id: &str,
+    principal: &Principal,
+) -> Result<Value, McpError> {
+    let durability = &tasks.durability;
+    let found = match durability.task(task_id).await {
+        Ok(found) => found,
+        Err(why) => return Err(McpError::invalid_params(why.to_string(), None)),
+    };
+    let owner = durability.owner_of(principal);
+    found
+        .filter(|task| task.get("owner").and_then(Value::as_str) == Some(owner.as_str()))
+        .ok_or_else(|| {
+            McpError::invalid_params(
+                format!("no task {task_id}: it never existed, or it expired"),
+                None,
+            )
+        })
 }
 
 fn status(task: &Value) -> &str {
@@ -215,9 +232,13 @@ fn status(task: &Value) -> &str {
 }
 
 /// `tasks/get`.
-pub(super) async fn get(served: &Served, task_id: &str) -> Result<GetTaskResult, McpError> {
+pub(super) async fn get(
+    served: &Served,
+    task_id: &str,
+    principal: &Principal,
+) -> Result<GetTaskResult, McpError> {
     let tasks = tasks_of(served)?;
-    let task = document(tasks, task_id).await?;
+    let task = document(tasks, task_id, principal).await?;
     let mut shown = public(&task);
     shown.insert("resultType".into(), json!("complete"));
     serde_json::from_value(Value::Object(shown)).map_err(internal)
@@ -232,7 +253,8 @@ pub(super) async fn update(
 ) -> Result<(), McpError> {
     let served = session.served().clone();
     let tasks = tasks_of(&served)?;
-    let mut task = document(tasks, task_id).await?;
+    let principal = principal(&context);
+    let mut task = document(tasks, task_id, &principal).await?;
     if status(&task) != "input_required" {
         return Err(McpError::invalid_params(
             format!("task {task_id} is {}, not waiting for input", status(&task)),
@@ -244,8 +266,8 @@ pub(super) async fn update(
         .and_then(Value::as_str)
         .ok_or_else(|| internal(format!("task {task_id} waits for input but names no run")))?
         .to_owned();
-    let resume = session.resumption(&state, Some(&answers))?;
     let arguments = task.get("arguments").cloned().unwrap_or(Value::Null);
+    let resume = session.resumption(&state, Some(&answers), &principal, &arguments)?;
     restate(
         &mut task,
         json!({"status": "working", "statusMessage": "the program is running"}),
@@ -279,9 +301,13 @@ fn restate(task: &mut Value, fields: Value) {
 }
 
 /// `tasks/cancel`: the task ends as cancelled; the process running it ends its run.
-pub(super) async fn cancel(served: &Served, task_id: &str) -> Result<(), McpError> {
+pub(super) async fn cancel(
+    served: &Served,
+    task_id: &str,
+    principal: &Principal,
+) -> Result<(), McpError> {
     let tasks = tasks_of(served)?;
-    let mut task = document(tasks, task_id).await?;
+    let mut task = document(tasks, task_id, principal).await?;
     let current = status(&task).to_owned();
     if matches!(current.as_str(), "completed" | "failed" | "cancelled") {
         return Err(McpError::invalid_params(
