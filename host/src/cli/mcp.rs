@@ -50,6 +50,10 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
                 if approvals_pause {
                     pausing.approve_on = args.tools.ask.clone();
                 }
+                pausing.durability = pausing
+                    .durability
+                    .clone()
+                    .client_quota(Some(args.state_quota_per_client_mb << 20));
                 Some(pausing)
             }
             Err(message) => {

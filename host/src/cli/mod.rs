@@ -275,6 +275,12 @@ pub struct McpArgs {
     /// any replica.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub task_after_ms: Option<u64>,
+    /// The most MiB of paused-run records one client may hold in the state store (a client:
+    /// a bearer token, else a session, else every client without either, as one). A pause
+    /// past it is not written: the calls the run would have paused at fail with the reason,
+    /// and the run goes on.
+    #[arg(long, value_name = "MB", default_value_t = codemode_host::durable::DEFAULT_CLIENT_QUOTA_BYTES >> 20, value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
+    pub state_quota_per_client_mb: u64,
     #[command(flatten)]
     pub pause: PauseArgs,
     #[command(flatten)]
@@ -347,6 +353,11 @@ pub struct PauseArgs {
     /// twice this; processes sharing a store should agree on it.
     #[arg(long, value_name = "DURATION", default_value_t = StateTtl(codemode_host::durable::DEFAULT_STATE_TTL))]
     pub state_ttl: StateTtl,
+    /// The most MiB the paused-run records of the state store may take in all. A pause past
+    /// it is not written: the calls the run would have paused at fail with the reason, and
+    /// the run goes on. Processes sharing a store should agree on it.
+    #[arg(long, value_name = "MB", default_value_t = codemode_host::durable::DEFAULT_STATE_QUOTA_BYTES >> 20, value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
+    pub state_quota_mb: u64,
 }
 
 /// A `--state-ttl`: a duration of at least a second and at most ten years.

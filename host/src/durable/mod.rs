@@ -18,6 +18,7 @@ pub(crate) mod memory;
 mod object;
 mod principal;
 mod private;
+mod quota;
 pub(crate) mod record;
 mod reference;
 mod sealed;
@@ -31,9 +32,11 @@ pub use key::KEY_ENV;
 #[cfg(feature = "s3")]
 pub use object::ObjectStateStore;
 pub use principal::Principal;
+pub(crate) use quota::KeepError;
+pub use quota::{pausing_for, DEFAULT_CLIENT_QUOTA_BYTES, DEFAULT_STATE_QUOTA_BYTES};
 pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};
 pub use reference::ReferenceError;
-pub use store::{Cutoffs, LocalStore, StateStore, StoreError, Swept, MAX_TASK_BYTES};
+pub use store::{Cutoffs, LocalStore, Records, StateStore, StoreError, Swept, MAX_TASK_BYTES};
 
 /// Why a state store cannot be used for durable runs.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +98,9 @@ pub struct Durability {
     key: Key,
     pause_threshold: Duration,
     ttl: Duration,
+    quota: quota::Quota,
+    /// The records this process is writing, counted against the quotas until written.
+    writing: Arc<std::sync::Mutex<quota::Writing>>,
     /// When this process last asked the store whether a sweep is due: pauses and resumes ask
     /// at most once per sweep interval, not once each.
     asked: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
@@ -106,6 +112,7 @@ impl std::fmt::Debug for Durability {
             .field("store", &self.store.describe())
             .field("pause_threshold", &self.pause_threshold)
             .field("ttl", &self.ttl)
+            .field("quota", &self.quota)
             .finish()
     }
 }
@@ -154,6 +161,8 @@ impl Durability {
             key,
             pause_threshold: DEFAULT_PAUSE_THRESHOLD,
             ttl: DEFAULT_STATE_TTL,
+            quota: quota::Quota::default(),
+            writing: Arc::default(),
             asked: Arc::default(),
         }
     }
@@ -164,6 +173,23 @@ impl Durability {
     /// sharing a store should use the same time to live.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
+        self
+    }
+
+    /// The most bytes the paused runs of this store may take in all
+    /// ([`DEFAULT_STATE_QUOTA_BYTES`] unless set). A pause that does not fit is not written:
+    /// the run goes on, and the calls it would have paused at fail with the reason. Every
+    /// process sharing a store should use the same quota.
+    pub fn quota(mut self, bytes: u64) -> Self {
+        self.quota.store = bytes;
+        self
+    }
+
+    /// The most bytes the paused runs of one client may take ([`DEFAULT_CLIENT_QUOTA_BYTES`]
+    /// unless set; `None` for no such quota), for the runs a server pauses on a client's
+    /// behalf ([`pausing_for`]). Like the store's quota, a pause past it is not written.
+    pub fn client_quota(mut self, bytes: Option<u64>) -> Self {
+        self.quota.client = bytes;
         self
     }
 
@@ -189,17 +215,41 @@ impl Durability {
         std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state/codemode"))
     }
 
-    /// Writes a paused run down; returns the record's size.
-    pub(crate) async fn keep(&self, header: &Header, runs: &[u8]) -> Result<u64, String> {
+    /// Writes a paused run down, if it fits the quotas (the client's is that of the client
+    /// the current call runs for, [`pausing_for`]); returns the record's size.
+    pub(crate) async fn keep(&self, header: &Header, runs: &[u8]) -> Result<u64, KeepError> {
         let packed = memory::compress(runs)?;
         let record = record::encode(header, &packed, self.key.bytes())?;
         let bytes = record.len() as u64;
-        self.store.put(&header.run_id, record).await.map_err(|e| {
+        let owner = quota::current_principal()
+            .filter(|_| self.quota.client.is_some())
+            .map(|principal| principal.owner_id(self.key.bytes()));
+        let _writing = quota::admit(
+            &*self.store,
+            self.quota,
+            &self.writing,
+            bytes,
+            owner.as_deref(),
+        )
+        .await?;
+        let failed = |e: StoreError| {
             format!(
                 "could not keep the paused run in {}: {e}",
                 self.store.describe()
             )
-        })?;
+        };
+        // The note first: a note without its record counts for nothing, a record without its
+        // note would escape its client's quota.
+        if let Some(owner) = &owner {
+            self.store
+                .note_owner(owner, &header.run_id)
+                .await
+                .map_err(failed)?;
+        }
+        self.store
+            .put(&header.run_id, record)
+            .await
+            .map_err(failed)?;
         self.tidy_quietly().await;
         Ok(bytes)
     }
@@ -657,6 +707,13 @@ mod tests {
             let loaded = durability.load(id, "g", "i").await.unwrap();
             durability.claim(&loaded).await.unwrap();
         }
+        // Notes of whose a run is live as long as records (and do not count as records).
+        let owner = "0000000000000000000000000000000a";
+        for id in [&fresh, &stale] {
+            durability.store.note_owner(owner, id).await.unwrap();
+        }
+        let old_note = dir.join("owners").join(format!("{owner}.{stale}"));
+        age(&old_note, 2 * hour);
         let leftover = runs.join(format!("{stale}.run.4242.tmp"));
         let foreign = [runs.join("notes.txt"), dir.join("consumed").join("README")];
         for path in foreign.iter().chain([&leftover]) {
@@ -682,6 +739,11 @@ mod tests {
         );
         assert!(runs.join(format!("{fresh}.run")).exists());
         assert!(!runs.join(format!("{stale}.run")).exists());
+        assert!(!old_note.exists());
+        assert_eq!(
+            durability.store.owned(owner).await.unwrap(),
+            std::slice::from_ref(&fresh)
+        );
         assert!(!leftover.exists());
         assert!(
             dir.join("consumed").join(&young_mark).exists(),

@@ -17,7 +17,7 @@
 //! A `requestState` is bound to the client it was issued to and to the call's arguments: the
 //! transport names the client by putting a [`Principal`] in the request's extensions (the HTTP
 //! server's gate does: the bearer token's, else the session's); a request without one is
-//! anonymous.
+//! anonymous. The runs a call pauses count against that client's quota in the store.
 //! A client's cancellation aborts the call; a progress token gets a notification every second
 //! while the call runs.
 
@@ -654,7 +654,9 @@ impl Session {
         let controller = AbortController::new();
         let input = ToolExecutionInput::new(call_id, name, arguments, controller.signal())
             .agent(&self.agent);
-        let execution = self.served.registry.execute(input);
+        // The runs this call pauses are the client's, for its quota.
+        let execution =
+            crate::durable::pausing_for(principal(context), self.served.registry.execute(input));
         tokio::pin!(execution);
         let progress = context.meta.get_progress_token();
         // What the upstream servers this call reaches report, when the client listens.

@@ -1,7 +1,8 @@
 //! Paused runs of an HTTP server's clients, each client a bearer token of its own: a
 //! `requestState` opens only for the client it was issued to and the arguments it answered,
 //! and a refusal names no run and no call; a task is its client's alone, and its document in
-//! the store shows neither the program nor a `requestState`.
+//! the store shows neither the program nor a `requestState`; a pause past a client's quota is
+//! not written, and the program is told why.
 
 use std::path::Path;
 
@@ -264,4 +265,35 @@ fn a_task_is_its_clients_and_its_document_shows_neither_program_nor_state() {
         json!({"plan": marker}),
         "{done}"
     );
+}
+
+#[test]
+fn a_pause_past_the_clients_quota_is_refused_and_the_program_told_why() {
+    let served = serve("http-paused-quota", &["--state-quota-per-client-mb", "1"]);
+    // About 2 MiB of random doubles: a record that cannot fit 1 MiB.
+    let big = json!({
+        "code": "const noise = Array.from({ length: 300000 }, () => Math.random()); try { await tools.echo({ n: noise.length }); return 'paused'; } catch (e) { return `${e.name}: ${e.message}`; }",
+        "description": "quota",
+    });
+    let refused = served.alice.run_code(&big, json!({}));
+    let result = refused["structuredContent"]["result"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the program's own answer: {refused}"));
+    assert!(
+        result.starts_with("ToolCallError: the run could not pause: this client's paused runs"),
+        "{result}"
+    );
+    assert!(
+        result.contains("past the quota of 1.0 MiB per client (--state-quota-per-client-mb)"),
+        "{result}"
+    );
+    let runs = files_under(&served.state.join("runs"));
+    assert!(runs.is_empty(), "nothing written: {runs:?}");
+
+    // A small pause still fits, and so does Bob's.
+    let small = json!({"code": "return await tools.echo({ n: 1 });", "description": "quota"});
+    for client in [&served.alice, &served.bob] {
+        let asked = client.run_code(&small, json!({}));
+        assert_eq!(asked["resultType"], "input_required", "{asked}");
+    }
 }
