@@ -275,6 +275,12 @@ pub struct McpArgs {
     /// any replica.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub task_after_ms: Option<u64>,
+    /// With --task-after-ms: how often the process running a task renews its lease in the
+    /// state store. A task whose lease goes three of these without a renewal (its process
+    /// killed, or cut off from the store) is reported failed by every replica. The replicas'
+    /// clocks should agree to within this.
+    #[arg(long, value_name = "MS", default_value_t = codemode_host::mcp::server::DEFAULT_TASK_LEASE.as_secs() * 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    pub task_lease_ms: u64,
     /// The most MiB of paused-run records one client may hold in the state store (a client:
     /// a bearer token, else a session, else every client without either, as one). A pause
     /// past it is not written: the calls the run would have paused at fail with the reason,

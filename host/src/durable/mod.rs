@@ -36,7 +36,9 @@ pub(crate) use quota::KeepError;
 pub use quota::{pausing_for, DEFAULT_CLIENT_QUOTA_BYTES, DEFAULT_STATE_QUOTA_BYTES};
 pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};
 pub use reference::ReferenceError;
-pub use store::{Cutoffs, LocalStore, Records, StateStore, StoreError, Swept, MAX_TASK_BYTES};
+pub use store::{
+    Cutoffs, LocalStore, Records, StateStore, StoreError, Swept, MAX_LEASE_BYTES, MAX_TASK_BYTES,
+};
 
 /// Why a state store cannot be used for durable runs.
 #[derive(Debug, thiserror::Error)]
@@ -298,34 +300,76 @@ impl Durability {
         task_id: &str,
         task: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        let failed = |e: &dyn std::fmt::Display| {
-            StoreError(format!(
-                "could not keep task {task_id} in {}: {e}",
-                self.store.describe()
-            ))
-        };
-        let sealed =
-            document::seal(&self.key, &format!("task/{task_id}"), task).map_err(|e| failed(&e))?;
-        self.store
-            .put_task(task_id, sealed)
-            .await
-            .map_err(|e| failed(&e))
+        self.keep_document(task_id, TaskFile::Document, task).await
     }
 
     /// Task `task_id`'s document, if kept; refused unless it opens under the key.
     pub async fn task(&self, task_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.document(task_id, TaskFile::Document).await
+    }
+
+    /// Keeps `lease` as task `task_id`'s lease, sealed like its document.
+    pub async fn keep_lease(
+        &self,
+        task_id: &str,
+        lease: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.keep_document(task_id, TaskFile::Lease, lease).await
+    }
+
+    /// Task `task_id`'s lease, if kept; refused unless it opens under the key.
+    pub async fn lease(&self, task_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.document(task_id, TaskFile::Lease).await
+    }
+
+    async fn keep_document(
+        &self,
+        task_id: &str,
+        file: TaskFile,
+        document: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let failed = |e: &dyn std::fmt::Display| {
+            StoreError(format!(
+                "could not keep the {} of task {task_id} in {}: {e}",
+                file.what(),
+                self.store.describe()
+            ))
+        };
+        let sealed = document::seal(&self.key, &file.sealed_as(task_id), document)
+            .map_err(|e| failed(&e))?;
+        let kept = match file {
+            TaskFile::Document => self.store.put_task(task_id, sealed).await,
+            TaskFile::Lease => self.store.put_lease(task_id, sealed).await,
+        };
+        kept.map_err(|e| failed(&e))
+    }
+
+    async fn document(
+        &self,
+        task_id: &str,
+        file: TaskFile,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
         if !key::is_run_id(task_id) {
             return Err(StoreError(format!(
                 "\"{}\" is not a task id",
                 task_id.escape_debug()
             )));
         }
-        let Some(bytes) = self.store.get_task(task_id).await? else {
+        let found = match file {
+            TaskFile::Document => self.store.get_task(task_id).await?,
+            TaskFile::Lease => self.store.get_lease(task_id).await?,
+        };
+        let Some(bytes) = found else {
             return Ok(None);
         };
-        document::open(&self.key, &format!("task/{task_id}"), &bytes)
+        document::open(&self.key, &file.sealed_as(task_id), &bytes)
             .map(Some)
-            .map_err(|why| StoreError(format!("the document of task {task_id} is refused: {why}")))
+            .map_err(|why| {
+                StoreError(format!(
+                    "the {} of task {task_id} is refused: {why}",
+                    file.what()
+                ))
+            })
     }
 
     /// How long records, marks and tasks are kept.
@@ -492,6 +536,33 @@ impl Durability {
             return Err(already_resumed(run_id));
         }
         Ok(())
+    }
+}
+
+/// What of a task the store keeps.
+#[derive(Debug, Clone, Copy)]
+enum TaskFile {
+    /// Its status, result and what codemode needs to go on with it.
+    Document,
+    /// When the process running it last said it still does.
+    Lease,
+}
+
+impl TaskFile {
+    /// The name it is sealed under (the associated data): a lease does not open as a
+    /// document, nor one task's as another's.
+    fn sealed_as(self, task_id: &str) -> String {
+        match self {
+            TaskFile::Document => format!("task/{task_id}"),
+            TaskFile::Lease => format!("lease/{task_id}"),
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            TaskFile::Document => "document",
+            TaskFile::Lease => "lease",
+        }
     }
 }
 
@@ -707,13 +778,21 @@ mod tests {
             let loaded = durability.load(id, "g", "i").await.unwrap();
             durability.claim(&loaded).await.unwrap();
         }
-        // Notes of whose a run is live as long as records (and do not count as records).
+        // Notes of whose a run is, and a task's lease, live as long as records (a lease counts
+        // as one swept, as task documents do; a note does not).
         let owner = "0000000000000000000000000000000a";
         for id in [&fresh, &stale] {
             durability.store.note_owner(owner, id).await.unwrap();
         }
         let old_note = dir.join("owners").join(format!("{owner}.{stale}"));
+        let old_lease = dir.join("tasks").join(format!("{stale}.lease"));
+        durability
+            .store
+            .put_lease(&stale, b"x".to_vec())
+            .await
+            .unwrap();
         age(&old_note, 2 * hour);
+        age(&old_lease, 2 * hour);
         let leftover = runs.join(format!("{stale}.run.4242.tmp"));
         let foreign = [runs.join("notes.txt"), dir.join("consumed").join("README")];
         for path in foreign.iter().chain([&leftover]) {
@@ -733,13 +812,13 @@ mod tests {
         assert_eq!(
             swept,
             Some(Swept {
-                records: 2,
+                records: 3,
                 marks: 1
             })
         );
         assert!(runs.join(format!("{fresh}.run")).exists());
         assert!(!runs.join(format!("{stale}.run")).exists());
-        assert!(!old_note.exists());
+        assert!(!old_note.exists() && !old_lease.exists());
         assert_eq!(
             durability.store.owned(owner).await.unwrap(),
             std::slice::from_ref(&fresh)

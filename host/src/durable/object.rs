@@ -19,14 +19,15 @@ use std::time::SystemTime;
 
 use super::key::is_run_id;
 use super::store::{
-    too_large, Cutoffs, Kept, Records, StateStore, StoreError, Swept, MAX_TASK_BYTES, SWEPT,
+    too_large, Cutoffs, Kept, Records, StateStore, StoreError, Swept, MAX_LEASE_BYTES,
+    MAX_TASK_BYTES, SWEPT,
 };
 use super::DurabilityError;
 
 /// Records as objects `<prefix>/runs/<id>.run`, consumed marks (holding the claimed record's
-/// tag) as `<prefix>/runs/<id>.resumed`, tasks as `<prefix>/tasks/<id>.task`, whose a paused
-/// run is as an empty `<prefix>/owners/<owner id>/<run id>`, and the time of the last sweep as
-/// `<prefix>/swept`.
+/// tag) as `<prefix>/runs/<id>.resumed`, tasks as `<prefix>/tasks/<id>.task` and `<id>.lease`,
+/// whose a paused run is as an empty `<prefix>/owners/<owner id>/<run id>`, and the time of the
+/// last sweep as `<prefix>/swept`.
 #[derive(Debug)]
 pub struct ObjectStateStore {
     store: AmazonS3,
@@ -170,6 +171,15 @@ impl StateStore for ObjectStateStore {
     fn get_task(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
         let path = self.key(&format!("tasks/{task_id}.task"));
         Box::pin(self.fetch(path, task_id.to_owned(), MAX_TASK_BYTES))
+    }
+
+    fn put_lease(&self, task_id: &str, lease: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.store_at(self.key(&format!("tasks/{task_id}.lease")), lease))
+    }
+
+    fn get_lease(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+        let path = self.key(&format!("tasks/{task_id}.lease"));
+        Box::pin(self.fetch(path, task_id.to_owned(), MAX_LEASE_BYTES))
     }
 
     fn records(&self, stop_past: u64) -> BoxFuture<'_, Result<Records, StoreError>> {

@@ -43,6 +43,11 @@ pub trait StateStore: Send + Sync {
     fn put_task(&self, task_id: &str, document: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>>;
     /// Task `task_id`'s document, if kept; one larger than [`MAX_TASK_BYTES`] is refused.
     fn get_task(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>>;
+    /// Keeps `lease` as task `task_id`'s lease (renewed by the process running the task),
+    /// replacing the one kept before.
+    fn put_lease(&self, task_id: &str, lease: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// Task `task_id`'s lease, if kept; one larger than [`MAX_LEASE_BYTES`] is refused.
+    fn get_lease(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>>;
     /// The records kept and their sizes, listed until their sum passes `stop_past` (past the
     /// room a quota leaves, counting on says nothing more).
     fn records(&self, stop_past: u64) -> BoxFuture<'_, Result<Records, StoreError>>;
@@ -64,6 +69,9 @@ pub trait StateStore: Send + Sync {
 /// The most bytes a task's document may take: its result is a `run_code` result, which its
 /// output budget bounds far below this.
 pub const MAX_TASK_BYTES: u64 = 256 << 20;
+
+/// The most bytes a task's lease may take: a timestamp and a period, sealed.
+pub const MAX_LEASE_BYTES: u64 = 4 << 10;
 
 /// The records a store holds, as far as [`StateStore::records`] counted them.
 #[derive(Debug, Clone, Default)]
@@ -118,21 +126,21 @@ pub(crate) enum Kept {
 }
 
 impl Kept {
-    /// A name under `runs/` or `tasks/`: `<id>.run`, a task's `<id>.task`, a mark of earlier
-    /// versions `<id>.resumed`, or an interrupted write's `<id>.run.<pid>.tmp` (or
-    /// `.task.<pid>.tmp`). A task counts as a record: it lives as long.
+    /// A name under `runs/` or `tasks/`: `<id>.run`, a task's `<id>.task` or `<id>.lease`, a
+    /// mark of earlier versions `<id>.resumed`, or an interrupted write's `<id>.run.<pid>.tmp`
+    /// (or `.task.<pid>.tmp`, `.lease.<pid>.tmp`). A task counts as a record: it lives as long.
     pub(crate) fn of_run_file(name: &str) -> Option<Self> {
         let (id, rest) = name.split_once('.')?;
         if !is_run_id(id) {
             return None;
         }
         match rest {
-            "run" | "task" => Some(Kept::Record),
+            "run" | "task" | "lease" => Some(Kept::Record),
             "resumed" => Some(Kept::Mark),
             _ => {
-                let pid = rest
-                    .strip_prefix("run.")
-                    .or_else(|| rest.strip_prefix("task."))?
+                let pid = ["run.", "task.", "lease."]
+                    .iter()
+                    .find_map(|kind| rest.strip_prefix(kind))?
                     .strip_suffix(".tmp")?;
                 (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(Kept::Record)
             }
@@ -169,8 +177,8 @@ impl Swept {
 }
 
 /// Records as files `<dir>/runs/<id>.run`; consumed marks as `<dir>/consumed/<id>`, holding
-/// the claimed record's tag; tasks as `<dir>/tasks/<id>.task`; whose a paused run is as an
-/// empty `<dir>/owners/<owner id>.<run id>`.
+/// the claimed record's tag; tasks as `<dir>/tasks/<id>.task` and `<id>.lease`; whose a
+/// paused run is as an empty `<dir>/owners/<owner id>.<run id>`.
 ///
 /// The directory and its subdirectories are used only when they belong to the user and only
 /// the user can write them (`fstat` of the descriptor every operation then goes through), and
@@ -342,6 +350,14 @@ impl StateStore for LocalStore {
 
     fn get_task(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
         Box::pin(self.read(TASKS, task_id.to_owned(), "task", MAX_TASK_BYTES))
+    }
+
+    fn put_lease(&self, task_id: &str, lease: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.write(TASKS, format!("{task_id}.lease"), lease))
+    }
+
+    fn get_lease(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+        Box::pin(self.read(TASKS, task_id.to_owned(), "lease", MAX_LEASE_BYTES))
     }
 
     fn records(&self, stop_past: u64) -> BoxFuture<'_, Result<Records, StoreError>> {

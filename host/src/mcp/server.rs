@@ -96,7 +96,17 @@ pub struct ServedTasks {
     pub durability: Durability,
     /// A `run_code` call still running after this long becomes a task.
     pub after: Duration,
+    /// How often the process running a task renews its lease in the store; a task whose lease
+    /// has not been renewed for [`LEASE_PERIODS`] of these is reported failed by any replica.
+    pub lease: Duration,
 }
+
+/// How long a task runs without its lease being renewed (in periods of its lease, as the
+/// process running it set it) before it counts as stopped.
+pub const LEASE_PERIODS: u32 = super::tasks::LEASE_PERIODS;
+
+/// How often a task's lease is renewed unless the server says otherwise.
+pub const DEFAULT_TASK_LEASE: Duration = Duration::from_secs(5);
 
 /// The client a request comes from: the [`Principal`] its transport put in its extensions,
 /// else the anonymous one.

@@ -8,8 +8,11 @@
 //! run) and what only codemode reads: the `requestState` of a paused run and the call's
 //! arguments (to resume it on an update), the client it belongs to (an owner id: only that
 //! client gets, answers or cancels it; to any other it does not exist), and a cancellation
-//! asked for. The process running the task polls its document for that request. A finished
-//! run does not overwrite a task cancelled meanwhile.
+//! asked for. The process running the task polls its document for that request, and renews
+//! the task's lease (`Durability::keep_lease`) every lease period; a task still `working`
+//! whose lease is older than [`LEASE_PERIODS`] periods of it is reported `failed` by any
+//! replica, its process gone. A finished run does not overwrite a task cancelled or failed
+//! meanwhile.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -29,6 +32,10 @@ use crate::durable::Principal;
 /// How often the process running a task looks for a cancellation, and how often clients are
 /// told to poll.
 const POLL: Duration = Duration::from_millis(500);
+
+/// How many lease periods a task may go without a renewal before it counts as stopped: one
+/// late renewal (a slow store, a busy process) is not a dead process.
+pub const LEASE_PERIODS: u32 = 3;
 
 type Work = JoinHandle<Result<CallToolResponse, McpError>>;
 
@@ -94,7 +101,12 @@ pub(super) async fn answer_or_task(
         "arguments": arguments,
         "owner": owner,
     });
-    if let Err(why) = durability.keep_task(&task_id, &document).await {
+    // The lease before the document: no replica sees the task working without one.
+    let kept = match renew(durability, &task_id, tasks.lease).await {
+        Ok(()) => durability.keep_task(&task_id, &document).await,
+        Err(why) => Err(why),
+    };
+    if let Err(why) = kept {
         // Without a task to point at, the call is answered when it ends, as any other.
         tracing::warn!("{why}; the call is answered when it ends");
         detached.store(false, Ordering::SeqCst);
@@ -102,7 +114,13 @@ pub(super) async fn answer_or_task(
         abort.cancel();
         return joined(done);
     }
-    tokio::spawn(finish(tasks.durability.clone(), task_id, work, abort));
+    tokio::spawn(finish(
+        tasks.durability.clone(),
+        tasks.lease,
+        task_id,
+        work,
+        abort,
+    ));
     let mut created = public(&document);
     created.insert("resultType".into(), json!("task"));
     serde_json::from_value::<CreateTaskResult>(Value::Object(created))
@@ -122,25 +140,54 @@ fn spawn(
     tokio::spawn(async move { session.answer(arguments, resume, &context, &abort).await })
 }
 
-/// Waits for the task's run, ending it if a cancellation is asked for meanwhile, and keeps its
-/// outcome.
+/// Renews task `task_id`'s lease: this process runs it, and will again within `period`.
+async fn renew(
+    durability: &crate::Durability,
+    task_id: &str,
+    period: Duration,
+) -> Result<(), crate::durable::StoreError> {
+    let lease = json!({
+        "renewedAtMs": crate::durable::unix_ms(SystemTime::now()),
+        "periodMs": u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
+    });
+    durability.keep_lease(task_id, &lease).await
+}
+
+/// Whether a task's status is final: nothing the run does changes it any more.
+fn ended(task: &Value) -> bool {
+    matches!(status(task), "completed" | "failed" | "cancelled")
+}
+
+/// Waits for the task's run, renewing its lease every `lease`, ending the run if a
+/// cancellation is asked for meanwhile (or another replica found the task stopped), and keeps
+/// its outcome.
 async fn finish(
     durability: crate::Durability,
+    lease: Duration,
     task_id: String,
     mut work: Work,
     abort: CancellationToken,
 ) {
+    let mut renewals = tokio::time::interval_at(tokio::time::Instant::now() + lease, lease);
+    renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let outcome = loop {
         tokio::select! {
             done = &mut work => break joined(done),
+            _ = renewals.tick() => {
+                if let Err(why) = renew(&durability, &task_id, lease).await {
+                    tracing::warn!("could not renew the lease of task {task_id}: {why}");
+                }
+            }
             () = tokio::time::sleep(POLL) => {
-                let cancelled = durability
+                let stop = durability
                     .task(&task_id)
                     .await
                     .ok()
                     .flatten()
-                    .is_some_and(|task| task.get("cancelRequested") == Some(&Value::Bool(true)));
-                if cancelled {
+                    .is_some_and(|task| {
+                        task.get("cancelRequested") == Some(&Value::Bool(true)) || ended(&task)
+                    });
+                if stop {
                     abort.cancel();
                 }
             }
@@ -151,7 +198,7 @@ async fn finish(
         tracing::warn!("task {task_id} is gone from the store; its outcome is dropped");
         return;
     };
-    if status(&task) == "cancelled" {
+    if ended(&task) {
         return;
     }
     let fields = match outcome {
@@ -203,7 +250,8 @@ fn tasks_of(served: &Served) -> Result<&ServedTasks, McpError> {
 }
 
 /// Task `task_id`'s document as `principal` may see it: a task of another client is one it
-/// cannot tell from a task that never existed.
+/// cannot tell from a task that never existed. A task still `working` whose lease lapsed is
+/// failed here, for every replica.
 async fn document(
     tasks: &ServedTasks,
     task_id: &str,
@@ -215,14 +263,57 @@ async fn document(
         Err(why) => return Err(McpError::invalid_params(why.to_string(), None)),
     };
     let owner = durability.owner_of(principal);
-    found
-        .filter(|task| task.get("owner").and_then(Value::as_str) == Some(owner.as_str()))
-        .ok_or_else(|| {
-            McpError::invalid_params(
-                format!("no task {task_id}: it never existed, or it expired"),
-                None,
-            )
-        })
+    let Some(mut task) =
+        found.filter(|task| task.get("owner").and_then(Value::as_str) == Some(owner.as_str()))
+    else {
+        return Err(McpError::invalid_params(
+            format!("no task {task_id}: it never existed, or it expired"),
+            None,
+        ));
+    };
+    if status(&task) == "working" {
+        if let Some(lapsed) = lapsed(durability, task_id).await {
+            let message = format!(
+                "the process running this task stopped (its lease lapsed at {lapsed}); its run is lost: call run_code again"
+            );
+            restate(
+                &mut task,
+                json!({"status": "failed", "statusMessage": message, "error": {"code": -32603, "message": message}}),
+            );
+            // Kept, so that every replica says the same from now on; should the write fail,
+            // the next reader finds the lease lapsed all the same.
+            if let Err(why) = durability.keep_task(task_id, &task).await {
+                tracing::warn!("{why}");
+            }
+        }
+    }
+    Ok(task)
+}
+
+/// When task `task_id`'s lease lapsed (RFC 3339), if it has: its last renewal is more than
+/// [`LEASE_PERIODS`] of the renewing process's periods old, or there is none. `None` also
+/// when the lease cannot be read: a store that fails is no proof that a process died.
+async fn lapsed(durability: &crate::Durability, task_id: &str) -> Option<String> {
+    let now = crate::durable::unix_ms(SystemTime::now());
+    let lease = match durability.lease(task_id).await {
+        Ok(Some(lease)) => lease,
+        // Written before the document says `working`: none means a process that stopped
+        // before it got that far, or a lease swept away with its expired task.
+        Ok(None) => return Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string()),
+        Err(why) => {
+            tracing::warn!("{why}");
+            return None;
+        }
+    };
+    let field = |name: &str| lease.get(name).and_then(Value::as_u64);
+    let (Some(renewed), Some(period)) = (field("renewedAtMs"), field("periodMs")) else {
+        return None;
+    };
+    let until = renewed.saturating_add(period.saturating_mul(u64::from(LEASE_PERIODS)));
+    (now > until).then(|| {
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(until);
+        humantime::format_rfc3339_seconds(at).to_string()
+    })
 }
 
 fn status(task: &Value) -> &str {
@@ -272,6 +363,9 @@ pub(super) async fn update(
         &mut task,
         json!({"status": "working", "statusMessage": "the program is running"}),
     );
+    renew(&tasks.durability, task_id, tasks.lease)
+        .await
+        .map_err(internal)?;
     tasks
         .durability
         .keep_task(task_id, &task)
@@ -282,6 +376,7 @@ pub(super) async fn update(
     let work = spawn(&session, arguments, Some(resume), context, abort.clone());
     tokio::spawn(finish(
         tasks.durability.clone(),
+        tasks.lease,
         task_id.to_owned(),
         work,
         abort,
@@ -309,7 +404,7 @@ pub(super) async fn cancel(
     let tasks = tasks_of(served)?;
     let mut task = document(tasks, task_id, principal).await?;
     let current = status(&task).to_owned();
-    if matches!(current.as_str(), "completed" | "failed" | "cancelled") {
+    if ended(&task) {
         return Err(McpError::invalid_params(
             format!("task {task_id} already ended ({current})"),
             None,

@@ -253,7 +253,7 @@ fn claims_against(server: &S3Server) {
 }
 
 /// What quotas and tasks keep besides records: the records' sizes (a count that stops past
-/// the room asked about) and whose each run is, swept with the records.
+/// the room asked about), whose each run is, and a task's lease, swept with the records.
 async fn counts_in(store: &codemode_host::durable::ObjectStateStore) {
     use codemode_host::durable::{Cutoffs, StateStore};
     use std::time::SystemTime;
@@ -273,6 +273,12 @@ async fn counts_in(store: &codemode_host::durable::ObjectStateStore) {
     owned.sort();
     assert_eq!(owned, runs);
     assert!(store.owned(&"b".repeat(32)).await.unwrap().is_empty());
+    let task = "0000000000000000000000000000000b";
+    store.put_lease(task, b"lease".to_vec()).await.unwrap();
+    assert_eq!(
+        store.get_lease(task).await.unwrap(),
+        Some(b"lease".to_vec())
+    );
 
     let later = SystemTime::now() + Duration::from_secs(3600);
     let earlier = SystemTime::now() - Duration::from_secs(3600);
@@ -285,6 +291,7 @@ async fn counts_in(store: &codemode_host::durable::ObjectStateStore) {
         .unwrap();
     assert_eq!(store.records(u64::MAX).await.unwrap().total, 0);
     assert!(store.owned(owner).await.unwrap().is_empty(), "notes swept");
+    assert_eq!(store.get_lease(task).await.unwrap(), None, "leases swept");
 }
 
 // The state store trusted only when it is the user's own (the reproductions of a shared or
