@@ -1,9 +1,11 @@
 //! Shared helpers for the end-to-end suites: build a runtime, bind tools, run a program, know
-//! when a program has started, find the `codemode` binary, make temporary directories; and (in
-//! [`harness`]) a Code Mode registry over the real runtime.
+//! when a program has started, find the `codemode` binary, make temporary directories; (in
+//! [`harness`]) a Code Mode registry over the real runtime; and (in [`mcp_wire`]) a client of
+//! MCP 2026-07-28 over plain HTTP.
 
 pub mod fuzz_targets;
 pub mod harness;
+pub mod mcp_wire;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -536,20 +536,13 @@ fn analyse(
     (problems, Completion::of(source))
 }
 
-/// The answers by the guest's call ids; every one must name a distinct pending call.
+/// The answers by the guest's call ids; every one must name a distinct pending call. A
+/// refusal names only the call it was given: never the run, nor the calls the run waits on
+/// (whoever answers was told them by the pause; anyone else learns nothing here).
 fn match_replies(
     header: &Header,
     replies: Vec<(String, Reply)>,
 ) -> Result<Vec<(u32, Reply)>, RunRejection> {
-    let waiting = || {
-        header
-            .host
-            .pending
-            .iter()
-            .map(|call| format!("{} ({}.{})", call.id, call.global, call.name))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     let mut matched = Vec::with_capacity(replies.len());
     for (call_id, reply) in replies {
         let Some(call) = header
@@ -559,22 +552,18 @@ fn match_replies(
             .find(|call| call.id.to_string() == call_id)
         else {
             return Err(RunRejection::Pause(format!(
-                "run {} has no pending call \"{}\"; it waits on {}",
-                header.run_id,
-                call_id.escape_debug(),
-                waiting()
+                "the answers name call \"{}\", which is not a call this paused run waits on; answer only the calls its pause asked about",
+                call_id.escape_debug()
             )));
         };
         if call.approval && !matches!(reply, Ok(serde_json::Value::Bool(_)) | Err(_)) {
             return Err(RunRejection::Pause(format!(
-                "call {call_id} of run {} waits for an approval: reply true to make the call, false to deny it, or reject it with a message",
-                header.run_id
+                "call {call_id} waits for an approval: reply true to make the call, false to deny it, or reject it with a message"
             )));
         }
         if matched.iter().any(|(id, _)| *id == call.id) {
             return Err(RunRejection::Pause(format!(
-                "call {call_id} of run {} is answered twice",
-                header.run_id
+                "call {call_id} is answered twice"
             )));
         }
         matched.push((call.id, reply));

@@ -287,7 +287,11 @@ async fn tampered_unknown_and_twice_resumed_records_are_refused_before_anything_
 
     // A reply to a call the run does not wait on.
     let message = refused(resume(&rt, &pause.run_id, vec![("99", Ok(json!(1)))]).await);
-    assert!(message.contains("no pending call \"99\""), "{message}");
+    assert!(
+        message.contains("call \"99\", which is not a call this paused run waits on"),
+        "{message}"
+    );
+    assert!(!message.contains(&pause.run_id), "{message}");
 
     // One flipped byte anywhere.
     let path = record_path(&dir, &pause.run_id);
@@ -635,4 +639,42 @@ fn pause_one(dir: &Path) -> String {
     );
     assert_eq!(code, Some(3), "{stderr}");
     paused["paused"]["runId"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_pause_past_the_state_quota_is_not_written_and_the_program_goes_on() {
+    let (_temp, dir) = state_dir("quota");
+    // About 2 MiB of random doubles: a record that cannot fit a quota of 1 MiB.
+    let program = program_in(
+        &dir,
+        r#"
+const noise = Array.from({ length: 300000 }, () => Math.random());
+let refused = "";
+try { await tools.echo({ n: noise.length }); } catch (e) { refused = `${e.name}: ${e.message}`; }
+return refused;
+"#,
+    );
+    let quota = ["--pause-on", "echo", "--state-quota-mb", "1", "--json"];
+    let (code, done, stderr) = cli(&[&["run", program.as_str()], &quota[..]].concat(), &dir);
+    assert_eq!(code, Some(0), "{stderr}");
+    let said = done["result"].as_str().unwrap_or_default();
+    assert!(
+        said.starts_with(
+            "ToolCallError: the run could not pause: the state store's paused runs take"
+        ),
+        "{done}"
+    );
+    assert!(
+        said.contains("past the store's quota of 1.0 MiB (--state-quota-mb)"),
+        "{said}"
+    );
+    let kept = std::fs::read_dir(dir.join("runs"))
+        .map(|entries| entries.count())
+        .unwrap_or(0);
+    assert_eq!(kept, 0, "nothing was written");
+    // A small run still pauses under the same quota.
+    let small = program_in(&dir, "return await tools.echo({});");
+    let (code, paused, stderr) = cli(&[&["run", small.as_str()], &quota[..]].concat(), &dir);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(paused["paused"]["runId"].is_string(), "{paused}");
 }

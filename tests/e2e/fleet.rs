@@ -2,12 +2,14 @@
 //! store (a local moto server) and one key, driven by the official Python client
 //! (`tests/e2e/fleet/fleet.py`, protocol 2026-07-28) with every request sent to the next
 //! replica. Approvals and pausing calls come back as input-required results and resume on
-//! whichever replica receives the answer, also after the replica that asked was killed.
+//! whichever replica receives the answer, also after the replica that asked was killed; a task
+//! whose replica is killed is reported failed by another once its lease lapses.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use codemode_e2e::{codemode_binary, spawn_announced, temp_dir, Reaped};
+use codemode_e2e::mcp_wire::Client;
+use codemode_e2e::{codemode_binary, spawn_announced, temp_dir, url_address, Reaped};
 use serde_json::{json, Value};
 
 use crate::durable::s3::S3Server;
@@ -138,7 +140,7 @@ fn approvals_and_pauses_resume_on_any_replica_of_a_stateless_fleet() {
     assert!(
         replayed["forged"]["error"]
             .as_str()
-            .is_some_and(|t| t.contains("requestState: it is not authentic")),
+            .is_some_and(|t| t.contains("requestState: it does not match this request")),
         "{replayed}"
     );
 
@@ -271,4 +273,69 @@ fn a_stateless_server_refuses_what_needs_a_session() {
         .expect("codemode runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--http"));
+}
+
+#[test]
+fn a_task_whose_replica_dies_is_reported_failed_by_another() {
+    // Two replicas over one state directory; leases renewed every 200 ms.
+    let temp = temp_dir("fleet-lease");
+    let state = temp.join("state");
+    let replica = || {
+        let mut command = stateless();
+        command
+            .args([
+                "--task-after-ms",
+                "100",
+                "--task-lease-ms",
+                "200",
+                "--state",
+            ])
+            .arg(&state)
+            .env("CODEMODE_STATE_KEY", KEY);
+        serve(command)
+    };
+    let (mut running, other) = (replica(), replica());
+    let asker = Client::new(url_address(&running.url)).with_tasks();
+    let poller = Client::new(url_address(&other.url)).with_tasks();
+    let arguments = json!({
+        "code": "await new Promise((r) => setTimeout(r, 600000)); return 'never';",
+        "description": "lease",
+    });
+    let created = asker.run_code(&arguments, json!({}));
+    assert_eq!(created["resultType"], "task", "{created}");
+    let task_id = created["taskId"].as_str().expect("a task id");
+    let working = poller.task(task_id);
+    assert_eq!(working["status"], "working", "{working}");
+
+    // The replica running the task dies without a word.
+    running.child.0.kill().expect("SIGKILL");
+    running.child.0.wait().expect("reaped");
+    // Polled until the other replica says so; the bound only guards against a hang.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let failed = loop {
+        let task = poller.task(task_id);
+        if task["status"] != "working" {
+            break task;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still working: {task}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let message = failed["statusMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the process running this task stopped"),
+        "{failed}"
+    );
+    // Said once, kept: the same again, and cancelling it is refused as ended.
+    assert_eq!(poller.task(task_id)["status"], "failed");
+    let cancel = poller.request("tasks/cancel", json!({"taskId": task_id}), task_id);
+    assert!(
+        cancel["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("already ended (failed)")),
+        "{cancel}"
+    );
 }

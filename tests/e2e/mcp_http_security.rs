@@ -1,7 +1,8 @@
 //! `codemode mcp --http` admits only whom it should and bounds what clients can hold: a bearer
 //! token (401 without it), no unauthenticated non-loopback address (exit 2), allowed `Origin`s
 //! only (403), a header timeout that closes half-sent requests while real clients are served,
-//! and a session cap (503) with idle sessions expiring. Each test runs a real server on
+//! and a session cap (503) with idle sessions expiring; paused runs, their `requestState` and
+//! tasks bound to the client they belong to (`paused`). Each test runs a real server on
 //! loopback and speaks HTTP/1.1 to it over plain sockets.
 
 use std::io::{Read, Write};
@@ -13,6 +14,8 @@ use std::time::{Duration, Instant};
 use codemode_e2e::{
     codemode_binary as binary, spawn_announced, temp_dir, url_address, Reaped, TempDir,
 };
+
+mod paused;
 
 const TOKEN: &str = "4f1c0d6e9b2a7c5e8d3f1a0b";
 

@@ -2,8 +2,10 @@
 //! what clients can hold.
 //!
 //! In front of rmcp's service, every request passes a gate: an `Origin` header must name an
-//! allowed origin (403), the bearer token must match when one is configured (401), and a new
-//! session must fit under `--max-sessions` (503). Connections are served by hyper's HTTP/1
+//! allowed origin (403), the bearer token must match one of those configured, when any is
+//! (401), and a new session must fit under `--max-sessions` (503). The gate then names the
+//! request's client for the MCP server (a [`Principal`] in its extensions): the token it
+//! presented, else its session, else no one in particular. Connections are served by hyper's HTTP/1
 //! server: at most `--max-connections` at once (past it, the connection that has waited
 //! longest without a request in progress is closed to make way for a new one), each closed
 //! when its request headers take longer than `--header-timeout-ms` (also the most a
@@ -12,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -24,6 +26,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use codemode_host::durable::Principal;
 use codemode_host::mcp::server::Served;
 use codemode_host::mcp::sessions::{BoundedSessions, SessionLimits};
 use futures::StreamExt;
@@ -66,10 +69,13 @@ pub struct HttpSetup {
 
 /// What a request must satisfy before rmcp sees it.
 struct Gate {
-    token: Option<Token>,
+    /// Every client's token; none means no authentication (loopback only).
+    tokens: Vec<Token>,
     origins: Vec<OriginRule>,
     /// `--probes-without-token`: the probes' paths need no token.
     open_probes: bool,
+    /// `--stateless`: a session id a request carries names no session of this server.
+    stateless: bool,
 }
 
 /// The bearer token, kept as its digest: comparing digests in constant time reveals neither
@@ -81,8 +87,13 @@ impl Token {
         Self(Sha256::digest(token.as_bytes()).into())
     }
 
+    #[cfg(test)]
     fn matches(&self, presented: &[u8]) -> bool {
         let digest: [u8; 32] = Sha256::digest(presented).into();
+        self.matches_digest(&digest)
+    }
+
+    fn matches_digest(&self, digest: &[u8; 32]) -> bool {
         digest[..].ct_eq(&self.0[..]).into()
     }
 }
@@ -90,7 +101,7 @@ impl Token {
 impl HttpSetup {
     /// Checks the `--http` flags, reads the token and binds `addr`.
     pub async fn new(args: &McpArgs, addr: &str) -> Result<Self, String> {
-        let token = read_token(args.auth_token_file.as_deref())?;
+        let tokens = read_tokens(&args.auth_token_files)?;
         let mut origins = OriginRule::loopback();
         for origin in &args.allowed_origins {
             origins.push(OriginRule::parse(origin).ok_or_else(|| {
@@ -105,7 +116,7 @@ impl HttpSetup {
                 format!("codemode: --http {addr}: not an address to listen on ({e}); write HOST:PORT, e.g. 127.0.0.1:8080")
             })?
             .collect();
-        if token.is_none() {
+        if tokens.is_empty() {
             if let Some(open) = resolved
                 .iter()
                 .find(|a| !a.ip().to_canonical().is_loopback())
@@ -123,9 +134,10 @@ impl HttpSetup {
         Ok(Self {
             listener,
             gate: Gate {
-                token,
+                tokens,
                 origins,
                 open_probes: args.probes_without_token,
+                stateless: args.stateless,
             },
             allowed_hosts: args.allowed_hosts.clone(),
             limits: SessionLimits {
@@ -164,20 +176,28 @@ fn listen(addrs: &[SocketAddr]) -> std::io::Result<tokio::net::TcpListener> {
     }))
 }
 
-/// The token from `file` (its first line), else from the environment; `None` when neither.
-fn read_token(file: Option<&Path>) -> Result<Option<Token>, String> {
-    let (token, source) = match file {
-        Some(path) => (read_token_file(path)?, format!("--auth-token-file {}", path.display())),
-        None => match std::env::var(TOKEN_ENV) {
-            Ok(token) => (token, format!("${TOKEN_ENV}")),
-            Err(std::env::VarError::NotPresent) => return Ok(None),
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(format!(
-                    "codemode: ${TOKEN_ENV} is not UTF-8; use printable ASCII, e.g. the output of `openssl rand -hex 32`"
-                ))
-            }
-        },
-    };
+/// The token of each of `files` (its first line), else the environment's; none when neither.
+fn read_tokens(files: &[PathBuf]) -> Result<Vec<Token>, String> {
+    if !files.is_empty() {
+        return files
+            .iter()
+            .map(|path| {
+                let source = format!("--auth-token-file {}", path.display());
+                checked_token(&read_token_file(path)?, &source)
+            })
+            .collect();
+    }
+    match std::env::var(TOKEN_ENV) {
+        Ok(token) => Ok(vec![checked_token(&token, &format!("${TOKEN_ENV}"))?]),
+        Err(std::env::VarError::NotPresent) => Ok(Vec::new()),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!(
+            "codemode: ${TOKEN_ENV} is not UTF-8; use printable ASCII, e.g. the output of `openssl rand -hex 32`"
+        )),
+    }
+}
+
+/// `token` (from `source`, for messages) when it is long enough and can be sent in a header.
+fn checked_token(token: &str, source: &str) -> Result<Token, String> {
     let token = token.trim();
     if token.len() < MIN_TOKEN_LEN {
         return Err(format!(
@@ -190,7 +210,7 @@ fn read_token(file: Option<&Path>) -> Result<Option<Token>, String> {
             "codemode: the token in {source} has characters a client cannot send in a header; use printable ASCII without spaces, e.g. the output of `openssl rand -hex 32`"
         ));
     }
-    Ok(Some(Token::new(token)))
+    Ok(Token::new(token))
 }
 
 /// The first line of a token file that belongs to this user and that nobody else can read.
@@ -325,9 +345,12 @@ impl Gate {
             .any(|rule| rule.allows(&scheme, &host, port))
     }
 
-    /// The 401 to send when the request does not carry the token.
-    fn unauthenticated(&self, request: &Request) -> Option<Response> {
-        let token = self.token.as_ref()?;
+    /// The digest of the token the request carries (`None` when the server has none), or
+    /// why it is refused when it carries none of them.
+    fn authenticate(&self, request: &Request) -> Result<Option<[u8; 32]>, Unauthenticated> {
+        if self.tokens.is_empty() {
+            return Ok(None);
+        }
         let presented = request
             .headers()
             .get(header::AUTHORIZATION)
@@ -338,16 +361,59 @@ impl Gate {
                     .eq_ignore_ascii_case(b"bearer ")
                     .then(|| rest.trim_ascii())
             });
-        match presented {
-            Some(presented) if token.matches(presented) => None,
-            Some(_) => Some(unauthorized(
-                "Bearer realm=\"codemode\", error=\"invalid_token\"",
-                "codemode: the bearer token is wrong\n",
-            )),
-            None => Some(unauthorized(
+        let Some(presented) = presented else {
+            return Err(Unauthenticated::NoToken);
+        };
+        let digest: [u8; 32] = Sha256::digest(presented).into();
+        // Compared with every token, whichever matches, so that the time taken says nothing
+        // of which one did.
+        let mut matched = false;
+        for token in &self.tokens {
+            matched |= token.matches_digest(&digest);
+        }
+        if !matched {
+            return Err(Unauthenticated::WrongToken);
+        }
+        Ok(Some(digest))
+    }
+
+    /// Who the request comes from: the holder of the token it authenticated with, else the
+    /// client of the session it names (rmcp then refuses a session it does not hold), else
+    /// the anonymous client.
+    fn principal(&self, token: Option<&[u8; 32]>, request: &Request) -> Principal {
+        if let Some(digest) = token {
+            return Principal::token(digest);
+        }
+        let session = request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|id| id.to_str().ok())
+            .filter(|_| !self.stateless);
+        match session {
+            Some(id) => Principal::session(id),
+            None => Principal::anonymous(),
+        }
+    }
+}
+
+/// Why a request is refused with 401.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unauthenticated {
+    NoToken,
+    WrongToken,
+}
+
+impl Unauthenticated {
+    fn response(self) -> Response {
+        match self {
+            Unauthenticated::NoToken => unauthorized(
                 "Bearer realm=\"codemode\"",
                 "codemode: this server needs `Authorization: Bearer TOKEN`\n",
-            )),
+            ),
+            Unauthenticated::WrongToken => unauthorized(
+                "Bearer realm=\"codemode\", error=\"invalid_token\"",
+                "codemode: the bearer token is wrong\n",
+            ),
         }
     }
 }
@@ -367,8 +433,8 @@ struct Front {
     sessions: Arc<BoundedSessions>,
 }
 
-/// Origin, then the token, then room for a new session; only then rmcp.
-async fn admit(State(front): State<Arc<Front>>, request: Request, next: Next) -> Response {
+/// Origin, then the token, then room for a new session; only then rmcp, told who the client is.
+async fn admit(State(front): State<Arc<Front>>, mut request: Request, next: Next) -> Response {
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         if !front.gate.origin_allowed(origin) {
             let shown = String::from_utf8_lossy(origin.as_bytes()).into_owned();
@@ -380,11 +446,16 @@ async fn admit(State(front): State<Arc<Front>>, request: Request, next: Next) ->
         }
     }
     let open = front.gate.open_probes && probes::PATHS.contains(&request.uri().path());
-    if !open {
-        if let Some(refusal) = front.gate.unauthenticated(&request) {
-            return refusal;
+    let token = if open {
+        None
+    } else {
+        match front.gate.authenticate(&request) {
+            Ok(token) => token,
+            Err(refusal) => return refusal.response(),
         }
-    }
+    };
+    let principal = front.gate.principal(token.as_ref(), &request);
+    request.extensions_mut().insert(principal);
     // A POST without a session id is an `initialize` (or a request of a protocol without
     // sessions): it needs a place, held until the answer is ready.
     let new_session =
@@ -749,9 +820,10 @@ mod tests {
 
     fn allowed(rules: &[OriginRule], origin: &str) -> bool {
         Gate {
-            token: None,
+            tokens: Vec::new(),
             origins: rules.to_vec(),
             open_probes: false,
+            stateless: false,
         }
         .origin_allowed(&HeaderValue::from_str(origin).unwrap())
     }
@@ -795,6 +867,57 @@ mod tests {
         assert!(allowed(&rules, "http://dev.example:9000"));
         assert!(OriginRule::parse("app.example.com").is_none());
         assert!(OriginRule::parse("https://app.example.com/path").is_none());
+    }
+
+    #[test]
+    fn each_token_is_a_client_of_its_own_and_without_one_the_session_is() {
+        let gate = |tokens: Vec<Token>, stateless| Gate {
+            tokens,
+            origins: Vec::new(),
+            open_probes: false,
+            stateless,
+        };
+        let request = |headers: &[(&str, &str)]| {
+            let mut builder = axum::http::Request::builder().uri("/mcp");
+            for (name, value) in headers {
+                builder = builder.header(*name, *value);
+            }
+            builder.body(Body::empty()).unwrap()
+        };
+        let (alice, bob) = ("alice-0123456789abcdef", "bob-0123456789abcdef0");
+        let two = gate(vec![Token::new(alice), Token::new(bob)], false);
+        let as_client = |token: &str| {
+            let request = request(&[("authorization", &format!("Bearer {token}"))]);
+            let digest = two.authenticate(&request).ok().flatten();
+            digest.map(|d| two.principal(Some(&d), &request))
+        };
+        let (a, b) = (as_client(alice).unwrap(), as_client(bob).unwrap());
+        assert_ne!(a, b);
+        assert_eq!(a, Principal::token(&Sha256::digest(alice).into()));
+        assert_eq!(
+            two.authenticate(&request(&[])),
+            Err(Unauthenticated::NoToken)
+        );
+        let carol = request(&[("authorization", "Bearer carol-0123456789abcdef")]);
+        assert_eq!(two.authenticate(&carol), Err(Unauthenticated::WrongToken));
+        // A token wins over a session; without one, the session names the client, unless the
+        // server keeps none.
+        let with_session = request(&[
+            ("authorization", &format!("Bearer {alice}")),
+            ("mcp-session-id", "s-1"),
+        ]);
+        let digest = two.authenticate(&with_session).unwrap();
+        assert_eq!(two.principal(digest.as_ref(), &with_session), a);
+        let open = gate(Vec::new(), false);
+        let in_session = request(&[("mcp-session-id", "s-1")]);
+        assert_eq!(open.authenticate(&in_session), Ok(None));
+        assert_eq!(open.principal(None, &in_session), Principal::session("s-1"));
+        assert_eq!(open.principal(None, &request(&[])), Principal::anonymous());
+        let stateless = gate(Vec::new(), true);
+        assert_eq!(
+            stateless.principal(None, &in_session),
+            Principal::anonymous()
+        );
     }
 
     #[test]

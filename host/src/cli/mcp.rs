@@ -50,6 +50,10 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
                 if approvals_pause {
                     pausing.approve_on = args.tools.ask.clone();
                 }
+                pausing.durability = pausing
+                    .durability
+                    .clone()
+                    .client_quota(Some(args.state_quota_per_client_mb << 20));
                 Some(pausing)
             }
             Err(message) => {
@@ -69,6 +73,7 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
         .map(|(p, ms)| ServedTasks {
             durability: p.durability.clone(),
             after: std::time::Duration::from_millis(ms),
+            lease: std::time::Duration::from_millis(args.task_lease_ms),
         });
     // Server-wide limits of the execution tools, across every session.
     let mut exec = codemode_exec::ExecConfig::default();

@@ -222,10 +222,12 @@ pub struct McpArgs {
     pub allowed_hosts: Vec<String>,
     /// With --http: clients must send `Authorization: Bearer TOKEN`, TOKEN being this file's
     /// first line (at least 16 characters). The file must belong to the user running codemode
-    /// and be readable by nobody else (chmod 600). Without it the token is $CODEMODE_MCP_TOKEN;
-    /// with neither, --http serves only a loopback address, to anyone who can reach it.
-    #[arg(long, value_name = "FILE")]
-    pub auth_token_file: Option<PathBuf>,
+    /// and be readable by nobody else (chmod 600). Repeatable: one file per client, and each
+    /// token is a client of its own, whose paused runs, requestState and tasks no other token
+    /// can use. Without it the token is $CODEMODE_MCP_TOKEN; with neither, --http serves only
+    /// a loopback address, to anyone who can reach it.
+    #[arg(long = "auth-token-file", value_name = "FILE")]
+    pub auth_token_files: Vec<PathBuf>,
     /// With --http: a browser origin (`scheme://host[:port]`, `:*` for any port) whose requests
     /// are served (repeatable). Requests with any other `Origin` header get 403; loopback
     /// origins (http or https on localhost, 127.0.0.1 or ::1, any port) are always allowed.
@@ -292,6 +294,18 @@ pub struct McpArgs {
     /// any replica.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub task_after_ms: Option<u64>,
+    /// With --task-after-ms: how often the process running a task renews its lease in the
+    /// state store. A task whose lease goes three of these without a renewal (its process
+    /// killed, or cut off from the store) is reported failed by every replica. The replicas'
+    /// clocks should agree to within this.
+    #[arg(long, value_name = "MS", default_value_t = codemode_host::mcp::server::DEFAULT_TASK_LEASE.as_secs() * 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    pub task_lease_ms: u64,
+    /// The most MiB of paused-run records one client may hold in the state store (a client:
+    /// a bearer token, else a session, else every client without either, as one). A pause
+    /// past it is not written: the calls the run would have paused at fail with the reason,
+    /// and the run goes on.
+    #[arg(long, value_name = "MB", default_value_t = codemode_host::durable::DEFAULT_CLIENT_QUOTA_BYTES >> 20, value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
+    pub state_quota_per_client_mb: u64,
     #[command(flatten)]
     pub pause: PauseArgs,
     #[command(flatten)]
@@ -364,6 +378,11 @@ pub struct PauseArgs {
     /// twice this; processes sharing a store should agree on it.
     #[arg(long, value_name = "DURATION", default_value_t = StateTtl(codemode_host::durable::DEFAULT_STATE_TTL))]
     pub state_ttl: StateTtl,
+    /// The most MiB the paused-run records of the state store may take in all. A pause past
+    /// it is not written: the calls the run would have paused at fail with the reason, and
+    /// the run goes on. Processes sharing a store should agree on it.
+    #[arg(long, value_name = "MB", default_value_t = codemode_host::durable::DEFAULT_STATE_QUOTA_BYTES >> 20, value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
+    pub state_quota_mb: u64,
 }
 
 impl PauseArgs {

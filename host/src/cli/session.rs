@@ -377,7 +377,8 @@ impl Pausing {
             }
         }
         .map_err(|e| format!("codemode: {e}"))?
-        .ttl(args.state_ttl.0);
+        .ttl(args.state_ttl.0)
+        .quota(args.state_quota_mb << 20);
         Ok(Self {
             durability,
             pause_on: args.pause_on.clone(),

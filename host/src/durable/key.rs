@@ -17,6 +17,8 @@ pub const KEY_ENV: &str = "CODEMODE_STATE_KEY";
 const MIN_ENV_KEY: usize = 32;
 const FILE_KEY: usize = 32;
 const KEY_FILE: &str = "key";
+/// HKDF's salt for keys derived from the state key ([`Key::derive`]).
+const DERIVE_SALT: &[u8] = b"codemode state key derivation";
 
 #[derive(Clone)]
 pub struct Key(Vec<u8>);
@@ -34,6 +36,18 @@ impl Key {
 
     pub fn from_bytes(bytes: Vec<u8>) -> Self {
         Self(bytes)
+    }
+
+    /// A key for `purpose` alone, derived with HKDF-SHA256: what one use of the state key
+    /// learns or leaks says nothing of another's key, and a key of the environment (any
+    /// string of 32 characters or more) is made uniform first.
+    pub(crate) fn derive(&self, purpose: &[u8]) -> [u8; 32] {
+        let hkdf = hkdf::Hkdf::<sha2::Sha256>::new(Some(DERIVE_SALT), &self.0);
+        let mut derived = [0u8; 32];
+        // HKDF-SHA256 refuses only more than 255 × 32 = 8,160 bytes: 32 cannot fail.
+        hkdf.expand(purpose, &mut derived)
+            .expect("32 bytes is within HKDF-SHA256's output limit");
+        derived
     }
 
     /// The environment's key, else the one kept in `dir` (refused when there is no `dir`).

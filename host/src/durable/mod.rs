@@ -16,9 +16,12 @@ mod key;
 pub(crate) mod memory;
 #[cfg(feature = "s3")]
 mod object;
+mod principal;
 mod private;
+mod quota;
 pub(crate) mod record;
 mod reference;
+mod sealed;
 mod store;
 
 use std::path::PathBuf;
@@ -28,9 +31,14 @@ use std::time::Duration;
 pub use key::KEY_ENV;
 #[cfg(feature = "s3")]
 pub use object::ObjectStateStore;
+pub use principal::Principal;
+pub(crate) use quota::KeepError;
+pub use quota::{pausing_for, DEFAULT_CLIENT_QUOTA_BYTES, DEFAULT_STATE_QUOTA_BYTES};
 pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};
 pub use reference::ReferenceError;
-pub use store::{Cutoffs, LocalStore, StateStore, StoreError, Swept, MAX_TASK_BYTES};
+pub use store::{
+    Cutoffs, LocalStore, Records, StateStore, StoreError, Swept, MAX_LEASE_BYTES, MAX_TASK_BYTES,
+};
 
 /// Why a state store cannot be used for durable runs.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +100,9 @@ pub struct Durability {
     key: Key,
     pause_threshold: Duration,
     ttl: Duration,
+    quota: quota::Quota,
+    /// The records this process is writing, counted against the quotas until written.
+    writing: Arc<std::sync::Mutex<quota::Writing>>,
     /// When this process last asked the store whether a sweep is due: pauses and resumes ask
     /// at most once per sweep interval, not once each.
     asked: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
@@ -103,6 +114,7 @@ impl std::fmt::Debug for Durability {
             .field("store", &self.store.describe())
             .field("pause_threshold", &self.pause_threshold)
             .field("ttl", &self.ttl)
+            .field("quota", &self.quota)
             .finish()
     }
 }
@@ -151,6 +163,8 @@ impl Durability {
             key,
             pause_threshold: DEFAULT_PAUSE_THRESHOLD,
             ttl: DEFAULT_STATE_TTL,
+            quota: quota::Quota::default(),
+            writing: Arc::default(),
             asked: Arc::default(),
         }
     }
@@ -161,6 +175,23 @@ impl Durability {
     /// sharing a store should use the same time to live.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
+        self
+    }
+
+    /// The most bytes the paused runs of this store may take in all
+    /// ([`DEFAULT_STATE_QUOTA_BYTES`] unless set). A pause that does not fit is not written:
+    /// the run goes on, and the calls it would have paused at fail with the reason. Every
+    /// process sharing a store should use the same quota.
+    pub fn quota(mut self, bytes: u64) -> Self {
+        self.quota.store = bytes;
+        self
+    }
+
+    /// The most bytes the paused runs of one client may take ([`DEFAULT_CLIENT_QUOTA_BYTES`]
+    /// unless set; `None` for no such quota), for the runs a server pauses on a client's
+    /// behalf ([`pausing_for`]). Like the store's quota, a pause past it is not written.
+    pub fn client_quota(mut self, bytes: Option<u64>) -> Self {
+        self.quota.client = bytes;
         self
     }
 
@@ -186,17 +217,41 @@ impl Durability {
         std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state/codemode"))
     }
 
-    /// Writes a paused run down; returns the record's size.
-    pub(crate) async fn keep(&self, header: &Header, runs: &[u8]) -> Result<u64, String> {
+    /// Writes a paused run down, if it fits the quotas (the client's is that of the client
+    /// the current call runs for, [`pausing_for`]); returns the record's size.
+    pub(crate) async fn keep(&self, header: &Header, runs: &[u8]) -> Result<u64, KeepError> {
         let packed = memory::compress(runs)?;
         let record = record::encode(header, &packed, self.key.bytes())?;
         let bytes = record.len() as u64;
-        self.store.put(&header.run_id, record).await.map_err(|e| {
+        let owner = quota::current_principal()
+            .filter(|_| self.quota.client.is_some())
+            .map(|principal| principal.owner_id(self.key.bytes()));
+        let _writing = quota::admit(
+            &*self.store,
+            self.quota,
+            &self.writing,
+            bytes,
+            owner.as_deref(),
+        )
+        .await?;
+        let failed = |e: StoreError| {
             format!(
                 "could not keep the paused run in {}: {e}",
                 self.store.describe()
             )
-        })?;
+        };
+        // The note first: a note without its record counts for nothing, a record without its
+        // note would escape its client's quota.
+        if let Some(owner) = &owner {
+            self.store
+                .note_owner(owner, &header.run_id)
+                .await
+                .map_err(failed)?;
+        }
+        self.store
+            .put(&header.run_id, record)
+            .await
+            .map_err(failed)?;
         self.tidy_quietly().await;
         Ok(bytes)
     }
@@ -223,44 +278,98 @@ impl Durability {
         self.store.sweep(cutoffs).await.map(Some)
     }
 
-    /// A reference to paused run `run_id` that any process sharing this store and key can
-    /// resume from ([`Durability::run_of`]) until the time to live has passed: what an MCP
-    /// input-required result carries as its `requestState`.
-    pub fn reference(&self, run_id: &str) -> String {
+    /// A reference to paused run `run_id` for `principal` and the request `arguments` (a
+    /// `run_code` call's), that any process sharing this store and key can resume from
+    /// ([`Durability::run_of`], given the same principal and arguments) until the time to
+    /// live has passed: what an MCP input-required result carries as its `requestState`.
+    pub fn reference(
+        &self,
+        run_id: &str,
+        principal: &Principal,
+        arguments: &serde_json::Value,
+    ) -> String {
         let expires = unix_ms(std::time::SystemTime::now() + self.ttl);
-        reference::seal(self.key.bytes(), run_id, expires)
+        let request = reference::request_digest(arguments);
+        reference::seal(self.key.bytes(), run_id, expires, principal, &request)
     }
 
-    /// Keeps `task` (a JSON document) as task `task_id`'s, tagged under the key, for any
-    /// process sharing the store.
+    /// Keeps `task` (a JSON document) as task `task_id`'s, sealed under a key derived from
+    /// the state key, for any process sharing the store.
     pub async fn keep_task(
         &self,
         task_id: &str,
         task: &serde_json::Value,
     ) -> Result<(), StoreError> {
-        let sealed = document::seal(self.key.bytes(), task_id, task);
-        self.store.put_task(task_id, sealed).await.map_err(|e| {
-            StoreError(format!(
-                "could not keep task {task_id} in {}: {e}",
-                self.store.describe()
-            ))
-        })
+        self.keep_document(task_id, TaskFile::Document, task).await
     }
 
-    /// Task `task_id`'s document, if kept; refused unless its tag verifies.
+    /// Task `task_id`'s document, if kept; refused unless it opens under the key.
     pub async fn task(&self, task_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.document(task_id, TaskFile::Document).await
+    }
+
+    /// Keeps `lease` as task `task_id`'s lease, sealed like its document.
+    pub async fn keep_lease(
+        &self,
+        task_id: &str,
+        lease: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.keep_document(task_id, TaskFile::Lease, lease).await
+    }
+
+    /// Task `task_id`'s lease, if kept; refused unless it opens under the key.
+    pub async fn lease(&self, task_id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.document(task_id, TaskFile::Lease).await
+    }
+
+    async fn keep_document(
+        &self,
+        task_id: &str,
+        file: TaskFile,
+        document: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let failed = |e: &dyn std::fmt::Display| {
+            StoreError(format!(
+                "could not keep the {} of task {task_id} in {}: {e}",
+                file.what(),
+                self.store.describe()
+            ))
+        };
+        let sealed = document::seal(&self.key, &file.sealed_as(task_id), document)
+            .map_err(|e| failed(&e))?;
+        let kept = match file {
+            TaskFile::Document => self.store.put_task(task_id, sealed).await,
+            TaskFile::Lease => self.store.put_lease(task_id, sealed).await,
+        };
+        kept.map_err(|e| failed(&e))
+    }
+
+    async fn document(
+        &self,
+        task_id: &str,
+        file: TaskFile,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
         if !key::is_run_id(task_id) {
             return Err(StoreError(format!(
                 "\"{}\" is not a task id",
                 task_id.escape_debug()
             )));
         }
-        let Some(bytes) = self.store.get_task(task_id).await? else {
+        let found = match file {
+            TaskFile::Document => self.store.get_task(task_id).await?,
+            TaskFile::Lease => self.store.get_lease(task_id).await?,
+        };
+        let Some(bytes) = found else {
             return Ok(None);
         };
-        document::open(self.key.bytes(), task_id, &bytes)
+        document::open(&self.key, &file.sealed_as(task_id), &bytes)
             .map(Some)
-            .map_err(|why| StoreError(format!("the document of task {task_id} is refused: {why}")))
+            .map_err(|why| {
+                StoreError(format!(
+                    "the {} of task {task_id} is refused: {why}",
+                    file.what()
+                ))
+            })
     }
 
     /// How long records, marks and tasks are kept.
@@ -268,13 +377,27 @@ impl Durability {
         self.ttl
     }
 
-    /// The run a [`Durability::reference`] names, once its tag and expiry are checked.
-    pub fn run_of(&self, reference: &str) -> Result<String, ReferenceError> {
+    /// The run a [`Durability::reference`] names, once it is found made for `principal`
+    /// and `arguments` under this store's key, and unexpired.
+    pub fn run_of(
+        &self,
+        reference: &str,
+        principal: &Principal,
+        arguments: &serde_json::Value,
+    ) -> Result<String, ReferenceError> {
         reference::open(
             self.key.bytes(),
             reference,
+            principal,
+            &reference::request_digest(arguments),
             unix_ms(std::time::SystemTime::now()),
         )
+    }
+
+    /// The name the store keeps `principal`'s runs and tasks under (an HMAC of it under the
+    /// key): what a task records as its owner, to be compared, never shown.
+    pub fn owner_of(&self, principal: &Principal) -> String {
+        principal.owner_id(self.key.bytes())
     }
 
     /// [`Durability::tidy`], for after a pause or a resume: a failure is only a warning.
@@ -413,6 +536,33 @@ impl Durability {
             return Err(already_resumed(run_id));
         }
         Ok(())
+    }
+}
+
+/// What of a task the store keeps.
+#[derive(Debug, Clone, Copy)]
+enum TaskFile {
+    /// Its status, result and what codemode needs to go on with it.
+    Document,
+    /// When the process running it last said it still does.
+    Lease,
+}
+
+impl TaskFile {
+    /// The name it is sealed under (the associated data): a lease does not open as a
+    /// document, nor one task's as another's.
+    fn sealed_as(self, task_id: &str) -> String {
+        match self {
+            TaskFile::Document => format!("task/{task_id}"),
+            TaskFile::Lease => format!("lease/{task_id}"),
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            TaskFile::Document => "document",
+            TaskFile::Lease => "lease",
+        }
     }
 }
 
@@ -628,6 +778,21 @@ mod tests {
             let loaded = durability.load(id, "g", "i").await.unwrap();
             durability.claim(&loaded).await.unwrap();
         }
+        // Notes of whose a run is, and a task's lease, live as long as records (a lease counts
+        // as one swept, as task documents do; a note does not).
+        let owner = "0000000000000000000000000000000a";
+        for id in [&fresh, &stale] {
+            durability.store.note_owner(owner, id).await.unwrap();
+        }
+        let old_note = dir.join("owners").join(format!("{owner}.{stale}"));
+        let old_lease = dir.join("tasks").join(format!("{stale}.lease"));
+        durability
+            .store
+            .put_lease(&stale, b"x".to_vec())
+            .await
+            .unwrap();
+        age(&old_note, 2 * hour);
+        age(&old_lease, 2 * hour);
         let leftover = runs.join(format!("{stale}.run.4242.tmp"));
         let foreign = [runs.join("notes.txt"), dir.join("consumed").join("README")];
         for path in foreign.iter().chain([&leftover]) {
@@ -647,12 +812,17 @@ mod tests {
         assert_eq!(
             swept,
             Some(Swept {
-                records: 2,
+                records: 3,
                 marks: 1
             })
         );
         assert!(runs.join(format!("{fresh}.run")).exists());
         assert!(!runs.join(format!("{stale}.run")).exists());
+        assert!(!old_note.exists() && !old_lease.exists());
+        assert_eq!(
+            durability.store.owned(owner).await.unwrap(),
+            std::slice::from_ref(&fresh)
+        );
         assert!(!leftover.exists());
         assert!(
             dir.join("consumed").join(&young_mark).exists(),

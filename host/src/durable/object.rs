@@ -17,13 +17,17 @@ use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use super::key::is_run_id;
 use super::store::{
-    too_large, Cutoffs, Kept, StateStore, StoreError, Swept, MAX_TASK_BYTES, SWEPT,
+    too_large, Cutoffs, Kept, Records, StateStore, StoreError, Swept, MAX_LEASE_BYTES,
+    MAX_TASK_BYTES, SWEPT,
 };
 use super::DurabilityError;
 
 /// Records as objects `<prefix>/runs/<id>.run`, consumed marks (holding the claimed record's
-/// tag) as `<prefix>/runs/<id>.resumed`, and the time of the last sweep as `<prefix>/swept`.
+/// tag) as `<prefix>/runs/<id>.resumed`, tasks as `<prefix>/tasks/<id>.task` and `<id>.lease`,
+/// whose a paused run is as an empty `<prefix>/owners/<owner id>/<run id>`, and the time of the
+/// last sweep as `<prefix>/swept`.
 #[derive(Debug)]
 pub struct ObjectStateStore {
     store: AmazonS3,
@@ -169,6 +173,61 @@ impl StateStore for ObjectStateStore {
         Box::pin(self.fetch(path, task_id.to_owned(), MAX_TASK_BYTES))
     }
 
+    fn put_lease(&self, task_id: &str, lease: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.store_at(self.key(&format!("tasks/{task_id}.lease")), lease))
+    }
+
+    fn get_lease(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+        let path = self.key(&format!("tasks/{task_id}.lease"));
+        Box::pin(self.fetch(path, task_id.to_owned(), MAX_LEASE_BYTES))
+    }
+
+    fn records(&self, stop_past: u64) -> BoxFuture<'_, Result<Records, StoreError>> {
+        Box::pin(async move {
+            let runs = self.key("runs");
+            let mut records = Records {
+                complete: true,
+                ..Records::default()
+            };
+            // A page of a thousand names per request: the count costs one request per
+            // thousand records, and stops once past the room asked about.
+            let mut listed = self.store.list(Some(&runs));
+            while let Some(meta) = listed.next().await {
+                let meta = meta.map_err(|e| failed("list", &runs, e))?;
+                if meta.location.prefix_match(&runs).map(|rest| rest.count()) != Some(1) {
+                    continue;
+                }
+                let Some(id) = meta.location.filename().and_then(Records::record_id) else {
+                    continue;
+                };
+                if !records.count(id, meta.size, stop_past) {
+                    records.complete = false;
+                    break;
+                }
+            }
+            Ok(records)
+        })
+    }
+
+    fn note_owner(&self, owner: &str, run_id: &str) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.store_at(self.key(&format!("owners/{owner}/{run_id}")), Vec::new()))
+    }
+
+    fn owned(&self, owner: &str) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        let notes = self.key(&format!("owners/{owner}"));
+        Box::pin(async move {
+            let mut owned = Vec::new();
+            let mut listed = self.store.list(Some(&notes));
+            while let Some(meta) = listed.next().await {
+                let meta = meta.map_err(|e| failed("list", &notes, e))?;
+                if let Some(run_id) = meta.location.filename().filter(|id| is_run_id(id)) {
+                    owned.push(run_id.to_owned());
+                }
+            }
+            Ok(owned)
+        })
+    }
+
     fn claim(&self, run_id: &str, identity: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
         let path = self.path(run_id, "resumed");
         let mark = PutPayload::from(format!("{identity}\n").into_bytes());
@@ -227,6 +286,7 @@ impl StateStore for ObjectStateStore {
                 self.sweep_folder(&self.key(folder), &cutoffs, &mut swept)
                     .await?;
             }
+            self.sweep_notes(&cutoffs).await?;
             let marker = self.key(SWEPT);
             self.store
                 .put(&marker, PutPayload::new())
@@ -238,6 +298,30 @@ impl StateStore for ObjectStateStore {
 }
 
 impl ObjectStateStore {
+    /// Drops the notes of whose a run is, `owners/<owner id>/<run id>`, past the records'
+    /// cutoff: by then the record they note is gone too.
+    async fn sweep_notes(&self, cutoffs: &Cutoffs) -> Result<(), StoreError> {
+        let owners = self.key("owners");
+        let mut listed = self.store.list(Some(&owners));
+        while let Some(meta) = listed.next().await {
+            let meta = meta.map_err(|e| failed("list", &owners, e))?;
+            let Some(parts) = meta.location.prefix_match(&owners) else {
+                continue;
+            };
+            let parts: Vec<String> = parts.map(|part| part.as_ref().to_owned()).collect();
+            let ours =
+                matches!(&parts[..], [owner, run_id] if is_run_id(owner) && is_run_id(run_id));
+            if !ours || !Kept::Note.is_past(SystemTime::from(meta.last_modified), cutoffs) {
+                continue;
+            }
+            match self.store.delete(&meta.location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(failed("remove", &meta.location, e)),
+            }
+        }
+        Ok(())
+    }
+
     /// Drops the store's own objects directly under `runs` that are past `cutoffs`.
     async fn sweep_folder(
         &self,

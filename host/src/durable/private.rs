@@ -72,6 +72,14 @@ pub(crate) fn check_owned(
     Ok(())
 }
 
+/// A regular file of a store directory, as [`PrivateDir::files`] lists it.
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    pub(crate) name: String,
+    pub(crate) modified: SystemTime,
+    pub(crate) bytes: u64,
+}
+
 /// A directory of the store, open and checked: owned by the user, written by no one else.
 #[derive(Debug)]
 pub(crate) struct PrivateDir {
@@ -239,6 +247,12 @@ impl PrivateDir {
     /// When the regular file `name` was last written; `None` when nothing is there, or
     /// something other than a regular file (a symlink is not followed).
     pub(crate) fn modified(&self, name: &str) -> io::Result<Option<SystemTime>> {
+        Ok(self.regular(name)?.map(|(at, _)| at))
+    }
+
+    /// When the regular file `name` was last written and its size; `None` when nothing is
+    /// there, or something other than a regular file (a symlink is not followed).
+    fn regular(&self, name: &str) -> io::Result<Option<(SystemTime, u64)>> {
         let Some(stat) = self.stat(name)? else {
             return Ok(None);
         };
@@ -249,20 +263,26 @@ impl PrivateDir {
             u64::try_from(stat.st_mtime).unwrap_or(0),
             u32::try_from(stat.st_mtime_nsec).unwrap_or(0),
         );
-        Ok(Some(SystemTime::UNIX_EPOCH + since_epoch))
+        let bytes = u64::try_from(stat.st_size).unwrap_or(0);
+        Ok(Some((SystemTime::UNIX_EPOCH + since_epoch, bytes)))
     }
 
-    /// The regular files in this directory with when each was last written. Names are
-    /// listed from the path and each is then read from the descriptor, so a name listed from
-    /// a directory swapped in at the path is only ever looked up (and found or not) here.
-    pub(crate) fn files(&self) -> io::Result<Vec<(String, SystemTime)>> {
+    /// The regular files in this directory with when each was last written and its size.
+    /// Names are listed from the path and each is then read from the descriptor, so a name
+    /// listed from a directory swapped in at the path is only ever looked up (and found or
+    /// not) here.
+    pub(crate) fn files(&self) -> io::Result<Vec<Listed>> {
         let mut files = Vec::new();
         for entry in std::fs::read_dir(&self.path)? {
             let Ok(name) = entry?.file_name().into_string() else {
                 continue;
             };
-            match self.modified(&name) {
-                Ok(Some(at)) => files.push((name, at)),
+            match self.regular(&name) {
+                Ok(Some((modified, bytes))) => files.push(Listed {
+                    name,
+                    modified,
+                    bytes,
+                }),
                 // Gone since it was listed, or not a file the store would have written.
                 Ok(None) => {}
                 Err(e) if e.kind() == io::ErrorKind::InvalidInput => {}
@@ -270,6 +290,18 @@ impl PrivateDir {
             }
         }
         Ok(files)
+    }
+
+    /// The names in this directory, unchecked: for counting what the caller then looks up
+    /// elsewhere, never for opening.
+    pub(crate) fn names(&self) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&self.path)? {
+            if let Ok(name) = entry?.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        Ok(names)
     }
 
     /// What is at `name`, not following a symlink; `None` when nothing is.

@@ -43,6 +43,21 @@ pub trait StateStore: Send + Sync {
     fn put_task(&self, task_id: &str, document: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>>;
     /// Task `task_id`'s document, if kept; one larger than [`MAX_TASK_BYTES`] is refused.
     fn get_task(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>>;
+    /// Keeps `lease` as task `task_id`'s lease (renewed by the process running the task),
+    /// replacing the one kept before.
+    fn put_lease(&self, task_id: &str, lease: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// Task `task_id`'s lease, if kept; one larger than [`MAX_LEASE_BYTES`] is refused.
+    fn get_lease(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>>;
+    /// The records kept and their sizes, listed until their sum passes `stop_past` (past the
+    /// room a quota leaves, counting on says nothing more).
+    fn records(&self, stop_past: u64) -> BoxFuture<'_, Result<Records, StoreError>>;
+    /// Notes that the client named `owner` (a [`super::Principal`]'s owner id) paused run
+    /// `run_id`, for the client's quota.
+    fn note_owner(&self, owner: &str, run_id: &str) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// The run ids noted for `owner`. A note outlives its record (a resume does not know
+    /// whose run it claims) until a sweep drops it, so only those whose record is still
+    /// kept count.
+    fn owned(&self, owner: &str) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
     /// When a sweep last ran on this store, by any process sharing it.
     fn last_sweep(&self) -> BoxFuture<'_, Result<Option<SystemTime>, StoreError>>;
     /// Drops the records and consumed marks last written before their `cutoffs` (and what
@@ -54,6 +69,34 @@ pub trait StateStore: Send + Sync {
 /// The most bytes a task's document may take: its result is a `run_code` result, which its
 /// output budget bounds far below this.
 pub const MAX_TASK_BYTES: u64 = 256 << 20;
+
+/// The most bytes a task's lease may take: a timestamp and a period, sealed.
+pub const MAX_LEASE_BYTES: u64 = 4 << 10;
+
+/// The records a store holds, as far as [`StateStore::records`] counted them.
+#[derive(Debug, Clone, Default)]
+pub struct Records {
+    /// Each record's size, by run id.
+    pub sizes: std::collections::HashMap<String, u64>,
+    /// Their sum.
+    pub total: u64,
+    /// False when the count stopped early, past the sum it was asked to look for.
+    pub complete: bool,
+}
+
+impl Records {
+    /// Counts a record of `bytes`; false once the sum is past `stop_past`.
+    pub(crate) fn count(&mut self, run_id: &str, bytes: u64, stop_past: u64) -> bool {
+        self.sizes.insert(run_id.to_owned(), bytes);
+        self.total = self.total.saturating_add(bytes);
+        self.total <= stop_past
+    }
+
+    /// The run id of a name under `runs/` that is a record, `<id>.run`.
+    pub(crate) fn record_id(name: &str) -> Option<&str> {
+        name.strip_suffix(".run").filter(|id| is_run_id(id))
+    }
+}
 
 /// What a sweep drops: whatever was last written before its kind's cutoff.
 #[derive(Debug, Clone, Copy)]
@@ -78,34 +121,43 @@ pub struct Swept {
 pub(crate) enum Kept {
     Record,
     Mark,
+    /// Whose a paused run is: lives as long as a record, and is not one.
+    Note,
 }
 
 impl Kept {
-    /// A name under `runs/` or `tasks/`: `<id>.run`, a task's `<id>.task`, a mark of earlier
-    /// versions `<id>.resumed`, or an interrupted write's `<id>.run.<pid>.tmp` (or
-    /// `.task.<pid>.tmp`). A task counts as a record: it lives as long.
+    /// A name under `runs/` or `tasks/`: `<id>.run`, a task's `<id>.task` or `<id>.lease`, a
+    /// mark of earlier versions `<id>.resumed`, or an interrupted write's `<id>.run.<pid>.tmp`
+    /// (or `.task.<pid>.tmp`, `.lease.<pid>.tmp`). A task counts as a record: it lives as long.
     pub(crate) fn of_run_file(name: &str) -> Option<Self> {
         let (id, rest) = name.split_once('.')?;
         if !is_run_id(id) {
             return None;
         }
         match rest {
-            "run" | "task" => Some(Kept::Record),
+            "run" | "task" | "lease" => Some(Kept::Record),
             "resumed" => Some(Kept::Mark),
             _ => {
-                let pid = rest
-                    .strip_prefix("run.")
-                    .or_else(|| rest.strip_prefix("task."))?
+                let pid = ["run.", "task.", "lease."]
+                    .iter()
+                    .find_map(|kind| rest.strip_prefix(kind))?
                     .strip_suffix(".tmp")?;
                 (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(Kept::Record)
             }
         }
     }
 
+    /// A note of whose a run is, `<owner id>.<run id>` (a local store's `owners/`): it lives
+    /// as long as the record it notes.
+    pub(crate) fn of_owner_note(name: &str) -> Option<Self> {
+        let (owner, run_id) = name.split_once('.')?;
+        (is_run_id(owner) && is_run_id(run_id)).then_some(Kept::Note)
+    }
+
     /// Whether a file of this kind last written `at` is past `cutoffs`.
     pub(crate) fn is_past(self, at: SystemTime, cutoffs: &Cutoffs) -> bool {
         at < match self {
-            Kept::Record => cutoffs.records,
+            Kept::Record | Kept::Note => cutoffs.records,
             Kept::Mark => cutoffs.marks,
         }
     }
@@ -119,12 +171,14 @@ impl Swept {
         match kind {
             Kept::Record => self.records += 1,
             Kept::Mark => self.marks += 1,
+            Kept::Note => {}
         }
     }
 }
 
 /// Records as files `<dir>/runs/<id>.run`; consumed marks as `<dir>/consumed/<id>`, holding
-/// the claimed record's tag.
+/// the claimed record's tag; tasks as `<dir>/tasks/<id>.task` and `<id>.lease`; whose a
+/// paused run is as an empty `<dir>/owners/<owner id>.<run id>`.
 ///
 /// The directory and its subdirectories are used only when they belong to the user and only
 /// the user can write them (`fstat` of the descriptor every operation then goes through), and
@@ -140,6 +194,7 @@ pub struct LocalStore {
 const RUNS: &str = "runs";
 const CONSUMED: &str = "consumed";
 const TASKS: &str = "tasks";
+const OWNERS: &str = "owners";
 /// Written at the end of each sweep; its modification time is the sweep's.
 pub(crate) const SWEPT: &str = "swept";
 
@@ -297,6 +352,72 @@ impl StateStore for LocalStore {
         Box::pin(self.read(TASKS, task_id.to_owned(), "task", MAX_TASK_BYTES))
     }
 
+    fn put_lease(&self, task_id: &str, lease: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(self.write(TASKS, format!("{task_id}.lease"), lease))
+    }
+
+    fn get_lease(&self, task_id: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+        Box::pin(self.read(TASKS, task_id.to_owned(), "lease", MAX_LEASE_BYTES))
+    }
+
+    fn records(&self, stop_past: u64) -> BoxFuture<'_, Result<Records, StoreError>> {
+        let store = self.clone();
+        Box::pin(blocking(move || {
+            let mut records = Records {
+                complete: true,
+                ..Records::default()
+            };
+            let Some(runs) = store.sub(RUNS, false)? else {
+                return Ok(records);
+            };
+            let files = runs.files().map_err(|e| io_error("list", &runs, "", &e))?;
+            for file in files {
+                let Some(id) = Records::record_id(&file.name) else {
+                    continue;
+                };
+                if !records.count(id, file.bytes, stop_past) {
+                    records.complete = false;
+                    break;
+                }
+            }
+            Ok(records)
+        }))
+    }
+
+    fn note_owner(&self, owner: &str, run_id: &str) -> BoxFuture<'_, Result<(), StoreError>> {
+        let store = self.clone();
+        let name = format!("{owner}.{run_id}");
+        Box::pin(blocking(move || {
+            let owners = store.sub(OWNERS, true)?.ok_or_else(|| store.vanished())?;
+            match owners.create_new(&name, 0o600) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io_error("create", &owners, &name, &e)),
+            }
+            owners.sync().map_err(|e| io_error("sync", &owners, "", &e))
+        }))
+    }
+
+    fn owned(&self, owner: &str) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        let store = self.clone();
+        let prefix = format!("{owner}.");
+        Box::pin(blocking(move || {
+            let Some(owners) = store.sub(OWNERS, false)? else {
+                return Ok(Vec::new());
+            };
+            let names = owners
+                .names()
+                .map_err(|e| io_error("list", &owners, "", &e))?;
+            Ok(names
+                .into_iter()
+                .filter_map(|name| {
+                    let run_id = name.strip_prefix(&prefix)?;
+                    is_run_id(run_id).then(|| run_id.to_owned())
+                })
+                .collect())
+        }))
+    }
+
     fn claim(&self, run_id: &str, identity: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
         let store = self.clone();
         let run_id = run_id.to_owned();
@@ -384,9 +505,10 @@ impl StateStore for LocalStore {
                 return Ok(Swept::default());
             };
             let mut swept = Swept::default();
-            let subs: [(&str, KindOf); 3] = [
+            let subs: [(&str, KindOf); 4] = [
                 (RUNS, Kept::of_run_file),
                 (TASKS, Kept::of_run_file),
+                (OWNERS, Kept::of_owner_note),
                 (CONSUMED, |name| is_run_id(name).then_some(Kept::Mark)),
             ];
             for (sub, kind_of) in subs {
@@ -396,8 +518,10 @@ impl StateStore for LocalStore {
                 let files = dir.files().map_err(|e| {
                     StoreError(format!("cannot list {}: {e}", dir.path("").display()))
                 })?;
-                for (name, at) in files {
-                    let Some(kind) = kind_of(&name).filter(|k| k.is_past(at, &cutoffs)) else {
+                for file in files {
+                    let name = file.name;
+                    let Some(kind) = kind_of(&name).filter(|k| k.is_past(file.modified, &cutoffs))
+                    else {
                         continue;
                     };
                     match dir.remove(&name) {

@@ -14,6 +14,10 @@
 //! input-required result whose `requestState` names the run, and its retry resumes the run on
 //! whichever replica receives it; an older client is asked on its session and the run resumes
 //! at once.
+//! A `requestState` is bound to the client it was issued to and to the call's arguments: the
+//! transport names the client by putting a [`Principal`] in the request's extensions (the HTTP
+//! server's gate does: the bearer token's, else the session's); a request without one is
+//! anonymous. The runs a call pauses count against that client's quota in the store.
 //! A client's cancellation aborts the call; a progress token gets a notification every second
 //! while the call runs.
 
@@ -45,6 +49,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{discovery, input};
+use crate::durable::Principal;
 use crate::{Durability, Readiness};
 
 /// The environment variable that holds the HTTP server's bearer token when
@@ -91,6 +96,27 @@ pub struct ServedTasks {
     pub durability: Durability,
     /// A `run_code` call still running after this long becomes a task.
     pub after: Duration,
+    /// How often the process running a task renews its lease in the store; a task whose lease
+    /// has not been renewed for [`LEASE_PERIODS`] of these is reported failed by any replica.
+    pub lease: Duration,
+}
+
+/// How long a task runs without its lease being renewed (in periods of its lease, as the
+/// process running it set it) before it counts as stopped.
+pub const LEASE_PERIODS: u32 = super::tasks::LEASE_PERIODS;
+
+/// How often a task's lease is renewed unless the server says otherwise.
+pub const DEFAULT_TASK_LEASE: Duration = Duration::from_secs(5);
+
+/// The client a request comes from: the [`Principal`] its transport put in its extensions,
+/// else the anonymous one.
+pub(super) fn principal(context: &RequestContext<RoleServer>) -> Principal {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .cloned()
+        .unwrap_or_else(Principal::anonymous)
 }
 
 /// How a server's runs pause: what `run_code` was installed with.
@@ -488,7 +514,12 @@ impl Session {
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let resume = match request.request_state.as_deref() {
             None => None,
-            Some(state) => Some(self.resumption(state, request.input_responses.as_ref())?),
+            Some(state) => Some(self.resumption(
+                state,
+                request.input_responses.as_ref(),
+                &principal(context),
+                &arguments,
+            )?),
         };
         let tasks = self.served.tasks.get().filter(|_| {
             context
@@ -540,7 +571,10 @@ impl Session {
                 .protocol_version()
                 .is_some_and(|version| !version.has_initialize())
             {
-                let state = pausing.durability.reference(&pause.run_id);
+                let state =
+                    pausing
+                        .durability
+                        .reference(&pause.run_id, &principal(context), &arguments);
                 return Ok(CallToolResponse::InputRequired(input::input_required(
                     &questions, state,
                 )?));
@@ -558,12 +592,14 @@ impl Session {
         }
     }
 
-    /// The resumption a retried call asks for: the run its `requestState` names, with the
-    /// replies its answers give.
+    /// The resumption a retried call asks for: the run its `requestState` names, once it is
+    /// found issued to `principal` for these `arguments`, with the replies its answers give.
     pub(super) fn resumption(
         &self,
         state: &str,
         answers: Option<&rmcp::model::InputResponses>,
+        principal: &Principal,
+        arguments: &Value,
     ) -> Result<Resume, McpError> {
         let Some(pausing) = self.served.pausing.get() else {
             return Err(McpError::invalid_params(
@@ -573,7 +609,7 @@ impl Session {
         };
         let run_id = pausing
             .durability
-            .run_of(state)
+            .run_of(state, principal, arguments)
             .map_err(|e| McpError::invalid_params(format!("requestState: {e}"), None))?;
         let replies = match answers {
             Some(answers) => input::replies(answers)?,
@@ -628,7 +664,9 @@ impl Session {
         let controller = AbortController::new();
         let input = ToolExecutionInput::new(call_id, name, arguments, controller.signal())
             .agent(&self.agent);
-        let execution = self.served.registry.execute(input);
+        // The runs this call pauses are the client's, for its quota.
+        let execution =
+            crate::durable::pausing_for(principal(context), self.served.registry.execute(input));
         tokio::pin!(execution);
         let progress = context.meta.get_progress_token();
         // What the upstream servers this call reaches report, when the client listens.
@@ -747,9 +785,9 @@ impl ServerHandler for Session {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        super::tasks::get(&self.served, &request.task_id).await
+        super::tasks::get(&self.served, &request.task_id, &principal(&context)).await
     }
 
     async fn update_task(
@@ -769,9 +807,9 @@ impl ServerHandler for Session {
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        super::tasks::cancel(&self.served, &request.task_id).await
+        super::tasks::cancel(&self.served, &request.task_id, &principal(&context)).await
     }
 }
 

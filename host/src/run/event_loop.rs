@@ -143,9 +143,36 @@ pub(super) async fn drive(
             ))
         }
     };
-    evaluate(store, instance, budgets, metrics, resumed)
+    let begin = match resumed {
+        None => Begin::Run,
+        Some(resumed) => Begin::Restore(resumed),
+    };
+    evaluate(store, instance, budgets, metrics, begin)
         .instrument(tracing::info_span!("evaluate"))
         .await
+}
+
+/// Goes on with a run whose pause was not written down (`Next::Pause` returned its
+/// instance): the calls it would have paused at were answered, so it has something to wait on.
+pub(super) async fn go_on(
+    store: &mut Store<RunState>,
+    instance: wasmtime::Instance,
+    budgets: &Budgets,
+    metrics: &mut RunMetrics,
+) -> Result<Option<wasmtime::Instance>, RunFailure> {
+    evaluate(store, instance, budgets, metrics, Begin::Waiting)
+        .instrument(tracing::info_span!("evaluate"))
+        .await
+}
+
+/// Where the event loop starts.
+enum Begin<'a> {
+    /// A fresh run: the program is evaluated.
+    Run,
+    /// A paused run: restored, then waiting for what its answers deliver.
+    Restore(&'a Resumed),
+    /// A run already under way whose guest waits (its stack empty).
+    Waiting,
 }
 
 /// Runs the instantiated guest's event loop until the run settles or pauses.
@@ -154,7 +181,7 @@ async fn evaluate(
     instance: wasmtime::Instance,
     budgets: &Budgets,
     metrics: &mut RunMetrics,
-    resumed: Option<&Resumed>,
+    begin: Begin<'_>,
 ) -> Result<Option<wasmtime::Instance>, RunFailure> {
     store.data_mut().memory = instance.get_memory(&mut *store, "memory");
     crate::meter::attach(store, &instance);
@@ -170,14 +197,15 @@ async fn evaluate(
     let mut clocks = Clocks::new(store.data().watch.deadline);
     let calls = store.data().in_flight.clone();
     let watch = store.data().watch();
-    let mut status = match resumed {
-        None => alongside_calls(run.call_async(&mut *store, ()), &calls, &watch).await,
-        Some(resumed) => {
+    let mut status = match begin {
+        Begin::Run => alongside_calls(run.call_async(&mut *store, ()), &calls, &watch).await,
+        Begin::Restore(resumed) => {
             let restoring = Instant::now();
             restore(store, instance, resumed, budgets)?;
             metrics.restore += restoring.elapsed();
             Ok(wire::STATUS_WAITING)
         }
+        Begin::Waiting => Ok(wire::STATUS_WAITING),
     };
     loop {
         let code = match status {

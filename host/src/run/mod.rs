@@ -31,7 +31,7 @@ use wasmtime::{InstancePre, Store, UpdateDeadline};
 use crate::bridge::wire;
 use crate::config::Budgets;
 use crate::durable::memory::Image;
-use crate::durable::{record, Durability};
+use crate::durable::{record, Durability, KeepError};
 use crate::engine::Interruption;
 use crate::meter::{self, Meter};
 
@@ -213,33 +213,47 @@ pub(crate) async fn execute(
         });
     }
 
-    let driven = drive(&mut store, pre, budgets, metrics, resumed.as_deref()).await;
-    if interruption.fuel() {
-        metrics.fuel_consumed = fuel.saturating_sub(meter::left(&mut store));
-    }
-    let mut paused = None;
-    match driven {
-        Ok(Some(instance)) => {
-            // `drive` pauses only when the runtime keeps paused runs.
-            if let Some(keeping) = &keeping {
-                let spent = fuel_before + metrics.fuel_consumed;
-                let pausing = Instant::now();
-                match pause(&mut store, instance, keeping, budgets, spent).await {
-                    Ok((run, bytes)) => {
-                        metrics.pause = pausing.elapsed();
-                        metrics.record_bytes = bytes;
-                        paused = Some(run);
-                    }
-                    Err(message) => store.data_mut().settle(Outcome::Failure(
-                        RunFailure::new(FailureKind::WorkerExit, message)
-                            .with_cause(FailureCause::Trap),
-                    )),
-                }
+    let mut driven = drive(&mut store, pre, budgets, metrics, resumed.as_deref()).await;
+    let paused = loop {
+        if interruption.fuel() {
+            metrics.fuel_consumed = fuel.saturating_sub(meter::left(&mut store));
+        }
+        let instance = match driven {
+            Ok(Some(instance)) => instance,
+            Ok(None) => break None,
+            Err(failure) => {
+                store.data_mut().settle(Outcome::Failure(failure));
+                break None;
+            }
+        };
+        // `drive` pauses only when the runtime keeps paused runs.
+        let Some(keeping) = &keeping else {
+            break None;
+        };
+        let spent = fuel_before + metrics.fuel_consumed;
+        let pausing = Instant::now();
+        match pause(&mut store, instance, keeping, budgets, spent).await {
+            Ok((run, bytes)) => {
+                metrics.pause = pausing.elapsed();
+                metrics.record_bytes = bytes;
+                break Some(run);
+            }
+            // Not written down, but whole in memory: the program gets the reason as the
+            // calls' errors and may carry on without them (a denied approval makes nothing).
+            Err(KeepError::OverQuota(message)) => {
+                tracing::warn!("{message}");
+                store.data_mut().refuse_pausing(&message);
+                driven = event_loop::go_on(&mut store, instance, budgets, metrics).await;
+            }
+            Err(KeepError::Failed(message)) => {
+                store.data_mut().settle(Outcome::Failure(
+                    RunFailure::new(FailureKind::WorkerExit, message)
+                        .with_cause(FailureCause::Trap),
+                ));
+                break None;
             }
         }
-        Ok(None) => {}
-        Err(failure) => store.data_mut().settle(Outcome::Failure(failure)),
-    }
+    };
     if let Some(paused) = paused {
         let state = store.into_data();
         let calls = state

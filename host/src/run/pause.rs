@@ -10,7 +10,7 @@ use serde_json::Value;
 use wasmtime::{InstancePre, Store};
 
 use crate::config::Budgets;
-use crate::durable::record;
+use crate::durable::{record, KeepError};
 
 use super::outcome::failure_from_stop;
 use super::state::{record_name, OpenCall, PausingCall, RunState};
@@ -23,11 +23,11 @@ pub(super) async fn pause(
     keeping: &Keeping<'_>,
     budgets: &Budgets,
     fuel_spent: u64,
-) -> Result<(PausedRun, u64), String> {
+) -> Result<(PausedRun, u64), KeepError> {
     use crate::durable::record::{GlobalValue, Header, SavedBudgets, SavedGlobal};
     let memory = instance
         .get_memory(&mut *store, "memory")
-        .ok_or("worker error: the sandbox module has no memory to keep")?;
+        .ok_or_else(|| "worker error: the sandbox module has no memory to keep".to_owned())?;
     let data = memory.data(&*store);
     let memory_bytes = data.len() as u64;
     let runs = crate::durable::memory::diff(&keeping.image.bytes, data);
@@ -47,7 +47,7 @@ pub(super) async fn pause(
             wasmtime::Val::I64(x) => GlobalValue::I64(x),
             wasmtime::Val::F32(x) => GlobalValue::F32(x),
             wasmtime::Val::F64(x) => GlobalValue::F64(x),
-            _ => return Err(format!("worker error: global {name} cannot be kept")),
+            _ => return Err(format!("worker error: global {name} cannot be kept").into()),
         };
         globals.push(SavedGlobal { name, value });
     }
@@ -172,6 +172,15 @@ impl RunState {
             logs: self.logs.clone(),
             pause_on: self.pause_on.clone(),
             approve_on: self.approve_on.clone(),
+        }
+    }
+
+    /// Fails every call the run would have paused at with `message` (an approval is denied
+    /// with it): the run was not written down, and goes on.
+    pub(super) fn refuse_pausing(&mut self, message: &str) {
+        let ids: Vec<u32> = self.pausing.keys().copied().collect();
+        for id in ids {
+            self.answer(id, Err(message.to_owned()));
         }
     }
 

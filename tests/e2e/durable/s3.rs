@@ -248,7 +248,50 @@ fn claims_against(server: &S3Server) {
             }
         );
         assert!(!store.claimed(id).await.unwrap());
+        counts_in(&store).await;
     });
+}
+
+/// What quotas and tasks keep besides records: the records' sizes (a count that stops past
+/// the room asked about), whose each run is, and a task's lease, swept with the records.
+async fn counts_in(store: &codemode_host::durable::ObjectStateStore) {
+    use codemode_host::durable::{Cutoffs, StateStore};
+    use std::time::SystemTime;
+    let owner = "0000000000000000000000000000000a";
+    let runs: Vec<String> = (1..=3).map(|n| format!("{n:032x}")).collect();
+    for (n, run) in runs.iter().enumerate() {
+        store.note_owner(owner, run).await.unwrap();
+        store.put(run, vec![0; 100 * (n + 1)]).await.unwrap();
+    }
+    let all = store.records(u64::MAX).await.unwrap();
+    assert!(all.complete);
+    assert_eq!(all.total, 600);
+    assert_eq!(all.sizes.get(&runs[2]), Some(&300));
+    let some = store.records(150).await.unwrap();
+    assert!(!some.complete && some.total > 150, "{some:?}");
+    let mut owned = store.owned(owner).await.unwrap();
+    owned.sort();
+    assert_eq!(owned, runs);
+    assert!(store.owned(&"b".repeat(32)).await.unwrap().is_empty());
+    let task = "0000000000000000000000000000000b";
+    store.put_lease(task, b"lease".to_vec()).await.unwrap();
+    assert_eq!(
+        store.get_lease(task).await.unwrap(),
+        Some(b"lease".to_vec())
+    );
+
+    let later = SystemTime::now() + Duration::from_secs(3600);
+    let earlier = SystemTime::now() - Duration::from_secs(3600);
+    store
+        .sweep(Cutoffs {
+            records: later,
+            marks: earlier,
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.records(u64::MAX).await.unwrap().total, 0);
+    assert!(store.owned(owner).await.unwrap().is_empty(), "notes swept");
+    assert_eq!(store.get_lease(task).await.unwrap(), None, "leases swept");
 }
 
 // The state store trusted only when it is the user's own (the reproductions of a shared or
