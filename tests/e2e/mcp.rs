@@ -2,7 +2,8 @@
 //! (`@modelcontextprotocol/server-memory`, `@modelcontextprotocol/server-everything`) and a
 //! misbehaving server written with the official Python SDK (`fixtures/mcp-servers/fragile.py`)
 //! behind `codemode run`; and `codemode mcp` driven by the official Python client
-//! (`tests/e2e/mcp/drive.py`) over stdio and streamable HTTP. `.ci/run` installs all of them.
+//! (`tests/e2e/mcp/drive.py`) over stdio and streamable HTTP; and a hostile server written by
+//! hand (`fixtures/mcp-servers/hostile.py`). `.ci/run` installs all of them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -10,6 +11,7 @@ use std::process::{Child, Command, Output, Stdio};
 use codemode_e2e::{codemode_binary as binary, output_with_stdin, spawn_announced, temp_dir};
 use serde_json::{json, Value};
 
+mod hostile_upstream;
 mod upstreams;
 
 fn repo() -> PathBuf {
