@@ -12,6 +12,7 @@ use codemode_e2e::{codemode_binary as binary, output_with_stdin, spawn_announced
 use serde_json::{json, Value};
 
 mod hostile_upstream;
+mod upstream_start;
 mod upstreams;
 
 fn repo() -> PathBuf {

@@ -28,6 +28,7 @@ use std::time::Duration;
 pub use key::KEY_ENV;
 #[cfg(feature = "s3")]
 pub use object::ObjectStateStore;
+pub(crate) use private::euid;
 pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};
 pub use reference::ReferenceError;
 pub use store::{Cutoffs, LocalStore, StateStore, StoreError, Swept, MAX_TASK_BYTES};

@@ -19,6 +19,7 @@ use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::ServiceExt;
 use tokio::sync::{mpsc, Notify};
 
+use super::launch;
 use super::spec::{Transport, UpstreamError, UpstreamSpec};
 use super::stdio::{self, STDERR_TAIL, STDERR_TAIL_BYTES};
 
@@ -208,6 +209,14 @@ impl rmcp::ClientHandler for Client {
     }
 }
 
+/// What to start for a server given by a command.
+struct Program<'a> {
+    command: &'a str,
+    args: &'a [String],
+    env: &'a std::collections::BTreeMap<String, String>,
+    cwd: Option<&'a std::path::Path>,
+}
+
 /// A process of the server's, killed (with its group) when the connection drops.
 pub(super) type Child = Arc<Mutex<Box<dyn ChildWrapper>>>;
 
@@ -246,8 +255,19 @@ impl Connection {
         timeout: Duration,
     ) -> Result<(Self, Vec<Tool>), UpstreamError> {
         match &spec.transport {
-            Transport::Command { command, args, env } => {
-                Self::start(&spec.name, command, args, env, client, timeout).await
+            Transport::Command {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let program = Program {
+                    command,
+                    args,
+                    env,
+                    cwd: cwd.as_deref(),
+                };
+                Self::start(&spec.name, program, client, timeout).await
             }
             Transport::Url { url, headers } => {
                 super::remote::connect(&spec.name, url, headers, client, timeout).await
@@ -298,16 +318,37 @@ impl Connection {
 
     async fn start(
         name: &str,
-        command: &str,
-        args: &[String],
-        env: &std::collections::BTreeMap<String, String>,
+        program: Program<'_>,
         client: Client,
         timeout: Duration,
     ) -> Result<(Self, Vec<Tool>), UpstreamError> {
-        let mut wrapped = CommandWrap::with_new(command, |c| {
+        let Program {
+            command,
+            args,
+            env,
+            cwd,
+        } = program;
+        let spawn_error = |source: std::io::Error| UpstreamError::Spawn {
+            name: name.to_owned(),
+            command: command.to_owned(),
+            source: Arc::new(source),
+        };
+        // Never the current directory (the workspace): see `launch`.
+        let path = env
+            .get("PATH")
+            .map(std::ffi::OsString::from)
+            .or_else(|| std::env::var_os("PATH"));
+        let executable = launch::resolve(command, path.as_deref()).map_err(spawn_error)?;
+        let dir = match cwd {
+            Some(dir) => dir.to_owned(),
+            None => launch::working_dir(name).map_err(spawn_error)?,
+        };
+        let mut wrapped = CommandWrap::with_new(&executable, |c| {
             // codemode's own secrets are not the server's (its configuration may still pass
             // them explicitly).
-            c.args(args)
+            c.arg0(command)
+                .args(args)
+                .current_dir(&dir)
                 .env_remove(crate::mcp::server::TOKEN_ENV)
                 .env_remove(crate::durable::KEY_ENV)
                 .envs(env)
@@ -316,11 +357,7 @@ impl Connection {
                 .stderr(Stdio::piped());
         });
         wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-        let mut child = wrapped.spawn().map_err(|source| UpstreamError::Spawn {
-            name: name.to_owned(),
-            command: command.to_owned(),
-            source: Arc::new(source),
-        })?;
+        let mut child = wrapped.spawn().map_err(spawn_error)?;
         let (Some(stdin), Some(stdout), stderr) = (
             child.stdin().take(),
             child.stdout().take(),

@@ -18,6 +18,7 @@
 
 mod call;
 mod connection;
+mod launch;
 mod remote;
 mod spec;
 mod stdio;
