@@ -57,7 +57,13 @@ pub(super) fn working_dir(name: &str) -> std::io::Result<PathBuf> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(&dir)?;
+        .create(&dir)
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot make its working directory {}: {e}", dir.display()),
+            )
+        })?;
     for checked in [&upstream, &dir] {
         private(checked)?;
     }
@@ -67,7 +73,12 @@ pub(super) fn working_dir(name: &str) -> std::io::Result<PathBuf> {
 /// Refuses `dir` unless it is a directory of this user's that no one else can write: whoever
 /// could write it could plant what a server started there runs.
 fn private(dir: &Path) -> std::io::Result<()> {
-    let meta = std::fs::symlink_metadata(dir)?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot read its working directory {}: {e}", dir.display()),
+        )
+    })?;
     let me = crate::durable::euid();
     let problem = if !meta.is_dir() {
         Some("it is not a directory".to_owned())
