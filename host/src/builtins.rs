@@ -181,7 +181,10 @@ fn read_text(root: &Path, path: &str) -> Result<Value, ToolError> {
             "{path}: not a regular file (a FIFO, socket or device); read_file reads regular files only"
         )));
     }
-    let mut bytes = Vec::new();
+    // Sized from the handle, so a file read whole is one buffer, not the doublings that found
+    // its size; the size is only a hint (the file may change), the cap still holds.
+    let hint = kind.len().min(MAX_READ_BYTES) as usize + 1;
+    let mut bytes = Vec::with_capacity(hint);
     file.take(MAX_READ_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(fail)?;
@@ -190,7 +193,10 @@ fn read_text(root: &Path, path: &str) -> Result<Value, ToolError> {
             "{path}: larger than {MAX_READ_BYTES} bytes"
         )));
     }
-    Ok(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+    // Valid UTF-8 (the usual case) becomes the string in place, without a copy.
+    let text = String::from_utf8(bytes)
+        .unwrap_or_else(|invalid| String::from_utf8_lossy(invalid.as_bytes()).into_owned());
+    Ok(Value::String(text))
 }
 
 fn list_dir(root: Arc<PathBuf>) -> ToolDefinition {

@@ -88,6 +88,12 @@ pub struct RunRequest {
     /// Check the program's tool calls against these schemas before it runs (see
     /// [`Preflight`]); `None` runs it unchecked.
     pub preflight: Option<Arc<Preflight>>,
+    /// Where the run counts the host memory it holds outside its sandbox (arguments in flight,
+    /// results waiting for the program); the runtime sets its limit to the run's memory budget.
+    /// A caller that holds the run's results itself before its bindings hand them over (the
+    /// `run_code` scheduler) charges them here too, so that they count against the same
+    /// budget. One account per run; `None`: the runtime keeps its own.
+    pub held: Option<Arc<crate::held::HeldMemory>>,
 }
 
 /// What a runtime checks a program against before running it: every statically known call of

@@ -7,6 +7,8 @@
 //!   ([`run_code::prompt`]: the SDK sections and wire tools a model is shown);
 //! - [`code`]: the contract between `run_code` and a runtime (requests, results, failures,
 //!   pauses);
+//! - [`held`]: the one count of the host memory a run holds outside its sandbox (arguments in
+//!   flight, results waiting for the program);
 //! - [`ledger`]: the one count of a run's output bytes; [`json`]: the one definition of JSON;
 //!   [`signal`]: abort signals;
 //! - [`telemetry`]: the spans a run and its sub-calls open, and the names of their fields.
@@ -17,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod code;
+pub mod held;
 /// Lossless JSON, codemode's one definition of it (the `codemode-json` crate).
 pub use codemode_json as json;
 pub mod ledger;

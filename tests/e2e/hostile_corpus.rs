@@ -143,7 +143,7 @@ async fn every_in_process_case_ends_with_its_expected_outcome() {
 }
 
 /// The peak resident memory of `pid` so far, in MiB (`VmHWM`).
-fn peak_mib(pid: u32) -> Option<f64> {
+pub(crate) fn peak_mib(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
@@ -153,14 +153,19 @@ fn peak_mib(pid: u32) -> Option<f64> {
         .map(|kb| kb / 1024.0)
 }
 
-/// Runs `program` (a file, or stdin's text) with `codemode run --json` under `b`, returning
-/// its stdout, its stderr and the process's peak resident memory in MiB.
-fn run_cli(program: Result<&Path, &str>, b: &Budgets) -> (String, String, f64) {
+/// Runs `program` (a file, or stdin's text) with `codemode run --json` under `b` and `extra`
+/// flags, returning its stdout, its stderr and the process's peak resident memory in MiB.
+pub(crate) fn run_cli(
+    program: Result<&Path, &str>,
+    b: &Budgets,
+    extra: &[&str],
+) -> (String, String, f64) {
     let mut child = Command::new(codemode_binary())
         .args(["run", "--json"])
         .args(["--compute-ms", &b.compute_ms.to_string()])
         .args(["--memory-mb", &b.memory_mb.to_string()])
         .args(["--max-output-bytes", &b.max_output_bytes.to_string()])
+        .args(extra)
         .arg(program.map_or(Path::new("-"), |path| path))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -202,7 +207,7 @@ fn amplifications_stay_within_the_hosts_own_bounds() {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let expect = header(&program, "expect").unwrap_or_else(|| panic!("{name}: no expect"));
         let b = budgets(&program);
-        let (text, stderr, peak) = run_cli(Ok(path.as_path()), &b);
+        let (text, stderr, peak) = run_cli(Ok(path.as_path()), &b, &[]);
         let outcome: Value = serde_json::from_str(text.trim())
             .unwrap_or_else(|e| panic!("{name}: {e}: {text} {stderr}"));
         check(&name, &expect, &outcome);
@@ -215,7 +220,7 @@ fn amplifications_stay_within_the_hosts_own_bounds() {
         if let Some(budgets) =
             header(&program, "peak_over_idle_below_memory_budgets").and_then(|v| v.as_f64())
         {
-            let (idle_out, _, idle) = run_cli(Err("return 1"), &b);
+            let (idle_out, _, idle) = run_cli(Err("return 1"), &b, &[]);
             assert!(
                 idle_out.contains("\"result\""),
                 "{name}: idle run: {idle_out}"

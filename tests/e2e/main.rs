@@ -16,6 +16,7 @@ mod exec;
 mod fast_paths;
 mod fleet;
 mod fuzz_replay;
+mod held_results;
 mod hostile_corpus;
 mod hostile_guests;
 mod hostile_programs;

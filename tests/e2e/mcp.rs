@@ -2,7 +2,8 @@
 //! (`@modelcontextprotocol/server-memory`, `@modelcontextprotocol/server-everything`) and a
 //! misbehaving server written with the official Python SDK (`fixtures/mcp-servers/fragile.py`)
 //! behind `codemode run`; and `codemode mcp` driven by the official Python client
-//! (`tests/e2e/mcp/drive.py`) over stdio and streamable HTTP. `.ci/run` installs all of them.
+//! (`tests/e2e/mcp/drive.py`) over stdio and streamable HTTP; and a hostile server written by
+//! hand (`fixtures/mcp-servers/hostile.py`). `.ci/run` installs all of them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -12,6 +13,8 @@ use codemode_e2e::{
 };
 use serde_json::{json, Value};
 
+mod hostile_upstream;
+mod upstream_start;
 mod upstreams;
 
 fn repo() -> PathBuf {

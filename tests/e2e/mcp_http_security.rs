@@ -1,8 +1,9 @@
 //! `codemode mcp --http` admits only whom it should and bounds what clients can hold: a bearer
 //! token (401 without it), no unauthenticated non-loopback address (exit 2), allowed `Origin`s
-//! only (403), a header timeout that closes half-sent requests while real clients are served,
-//! and a session cap (503) with idle sessions expiring; paused runs, their `requestState` and
-//! tasks bound to the client they belong to (`paused`). Each test runs a real server on
+//! only (403), the DNS-rebinding `Host` check on every path, probes included (403), a header
+//! timeout that closes half-sent requests while real clients are served, and a session cap
+//! (503) with idle sessions expiring; paused runs, their `requestState` and tasks bound to the
+//! client they belong to (`paused`). Each test runs a real server on
 //! loopback and speaks HTTP/1.1 to it over plain sockets.
 
 use std::io::{Read, Write};
@@ -67,12 +68,24 @@ impl Response {
 
 /// Sends one request on a new connection (closed after the answer) and reads the whole answer.
 fn request(addr: SocketAddr, method: &str, headers: &[(&str, &str)], body: &str) -> Response {
+    request_to(addr, method, "/mcp", &addr.to_string(), headers, body)
+}
+
+/// [`request`] to `path`, naming `host` in its `Host` header.
+fn request_to(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    host: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Response {
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .expect("read timeout");
     let mut text = format!(
-        "{method} /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
     for (name, value) in headers {
@@ -241,6 +254,46 @@ fn only_allowed_origins_are_served() {
         assert_eq!(allowed.status, 200, "{origin}: {allowed:?}");
     }
     assert_eq!(initialize(server.addr, &[]).status, 200, "no Origin at all");
+}
+
+#[test]
+fn every_path_refuses_a_host_it_does_not_serve() {
+    // Probes open to anyone who reaches them are the case a rebinding page would use: a
+    // browser on this machine, made to believe evil.example is 127.0.0.1, reading /metrics.
+    let server = Server::start(
+        &[
+            "--probes-without-token",
+            "--allowed-host",
+            "mcp.example.com",
+        ],
+        &[("CODEMODE_MCP_TOKEN", TOKEN)],
+    );
+    let bearer = format!("Bearer {TOKEN}");
+    let auth = [("Authorization", bearer.as_str())];
+    let local = server.addr.to_string();
+    for (method, path, body) in [
+        ("GET", "/healthz", ""),
+        ("GET", "/readyz", ""),
+        ("GET", "/metrics", ""),
+        ("POST", "/mcp", INITIALIZE),
+    ] {
+        for host in ["evil.example", "localhost.evil.example", "127.0.0.2"] {
+            let refused = request_to(server.addr, method, path, host, &auth, body);
+            assert_eq!(refused.status, 403, "{path} for {host}: {refused:?}");
+            assert!(refused.body.contains("--allowed-host"), "{refused:?}");
+        }
+        let nameless = request_to(server.addr, method, path, "", &auth, body);
+        assert_eq!(nameless.status, 400, "{path} without a host: {nameless:?}");
+        for host in [local.as_str(), "localhost", "mcp.example.com"] {
+            let served = request_to(server.addr, method, path, host, &auth, body);
+            assert!(
+                ![400, 401, 403].contains(&served.status),
+                "{path} for {host}: {served:?}"
+            );
+        }
+    }
+    let healthz = request_to(server.addr, "GET", "/healthz", &local, &[], "");
+    assert_eq!((healthz.status, healthz.body.as_str()), (200, "ok\n"));
 }
 
 #[test]

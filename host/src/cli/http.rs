@@ -1,11 +1,13 @@
 //! `codemode mcp --http`: streamable HTTP at `/mcp`, admitting only whom it should and bounding
 //! what clients can hold.
 //!
-//! In front of rmcp's service, every request passes a gate: an `Origin` header must name an
-//! allowed origin (403), the bearer token must match one of those configured, when any is
-//! (401), and a new session must fit under `--max-sessions` (503). The gate then names the
-//! request's client for the MCP server (a [`Principal`] in its extensions): the token it
-//! presented, else its session, else no one in particular. Connections are served by hyper's HTTP/1
+//! In front of rmcp's service, every request passes a gate, whatever its path (the probes
+//! included): an `Origin` header must name an allowed origin (403), the bearer token must match
+//! one of those configured, when any is (401), the `Host` must be a loopback name or an
+//! `--allowed-host` (403; the DNS-rebinding check), and a new session must fit under
+//! `--max-sessions` (503). The gate then names the request's client for the MCP server (a
+//! [`Principal`] in its extensions): the token it presented, else its session, else no one in
+//! particular. Connections are served by hyper's HTTP/1
 //! server: at most `--max-connections` at once (past it, the connection that has waited
 //! longest without a request in progress is closed to make way for a new one), each closed
 //! when its request headers take longer than `--header-timeout-ms` (also the most a
@@ -72,6 +74,8 @@ struct Gate {
     /// Every client's token; none means no authentication (loopback only).
     tokens: Vec<Token>,
     origins: Vec<OriginRule>,
+    /// The names a request's `Host` may give: loopback plus `--allowed-host`.
+    hosts: Vec<HostRule>,
     /// `--probes-without-token`: the probes' paths need no token.
     open_probes: bool,
     /// `--stateless`: a session id a request carries names no session of this server.
@@ -110,6 +114,7 @@ impl HttpSetup {
                 )
             })?);
         }
+        let hosts = HostRule::allowed(&args.allowed_hosts)?;
         let resolved: Vec<SocketAddr> = tokio::net::lookup_host(addr)
             .await
             .map_err(|e| {
@@ -136,6 +141,7 @@ impl HttpSetup {
             gate: Gate {
                 tokens,
                 origins,
+                hosts,
                 open_probes: args.probes_without_token,
                 stateless: args.stateless,
             },
@@ -335,7 +341,83 @@ impl OriginRule {
     }
 }
 
+/// A name a request's `Host` header may give: a host, and the only port allowed with it if the
+/// rule names one (the same reading as rmcp's own check behind `/mcp`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HostRule {
+    host: String,
+    port: Option<u16>,
+}
+
+/// Lower-case host without brackets, and the port if given, of a `Host` value or rule.
+fn parse_authority(value: &str) -> Option<(String, Option<u16>)> {
+    let authority: axum::http::uri::Authority = value.trim().parse().ok()?;
+    if authority.as_str().contains('@') {
+        return None;
+    }
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    Some((host, authority.port_u16()))
+}
+
+impl HostRule {
+    /// The loopback names, on any port, and each `--allowed-host`.
+    fn allowed(extra: &[String]) -> Result<Vec<Self>, String> {
+        let mut rules: Vec<Self> = ["localhost", "127.0.0.1", "::1"]
+            .into_iter()
+            .map(|host| Self {
+                host: host.into(),
+                port: None,
+            })
+            .collect();
+        for value in extra {
+            let (host, port) = parse_authority(value).ok_or_else(|| {
+                format!("codemode: --allowed-host {value:?} is not a host name: write HOST or HOST:PORT, e.g. mcp.example.com")
+            })?;
+            rules.push(Self { host, port });
+        }
+        Ok(rules)
+    }
+}
+
 impl Gate {
+    /// The 403 (or 400, without a readable `Host`) for a request whose `Host` names a server
+    /// this one is not: a page on another site whose name was made to resolve to this address
+    /// (DNS rebinding) must not reach `/mcp` or the probes.
+    fn host_refusal(&self, request: &Request) -> Option<Response> {
+        let value = match request.headers().get(header::HOST) {
+            Some(value) => value.to_str().ok().map(str::to_owned),
+            None => request.uri().authority().map(|a| a.as_str().to_owned()),
+        };
+        let Some((host, port)) = value.as_deref().and_then(parse_authority) else {
+            return Some(
+                (
+                    StatusCode::BAD_REQUEST,
+                    "codemode: this request has no readable Host header\n",
+                )
+                    .into_response(),
+            );
+        };
+        let allowed = self
+            .hosts
+            .iter()
+            .any(|rule| rule.host == host && rule.port.is_none_or(|p| port == Some(p)));
+        if allowed {
+            return None;
+        }
+        let shown = value.unwrap_or_default();
+        Some(
+            (
+                StatusCode::FORBIDDEN,
+                format!("codemode: requests for host {shown:?} are not served; start the server with --allowed-host {host} to serve them\n"),
+            )
+                .into_response(),
+        )
+    }
+
     fn origin_allowed(&self, origin: &HeaderValue) -> bool {
         let Some((scheme, host, port)) = origin.to_str().ok().and_then(parse_origin) else {
             return false;
@@ -433,7 +515,8 @@ struct Front {
     sessions: Arc<BoundedSessions>,
 }
 
-/// Origin, then the token, then room for a new session; only then rmcp, told who the client is.
+/// Origin, then the token, then the Host, then room for a new session; only then rmcp (or a
+/// probe), told who the client is.
 async fn admit(State(front): State<Arc<Front>>, mut request: Request, next: Next) -> Response {
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         if !front.gate.origin_allowed(origin) {
@@ -454,6 +537,9 @@ async fn admit(State(front): State<Arc<Front>>, mut request: Request, next: Next
             Err(refusal) => return refusal.response(),
         }
     };
+    if let Some(refusal) = front.gate.host_refusal(&request) {
+        return refusal;
+    }
     let principal = front.gate.principal(token.as_ref(), &request);
     request.extensions_mut().insert(principal);
     // A POST without a session id is an `initialize` (or a request of a protocol without
@@ -822,6 +908,7 @@ mod tests {
         Gate {
             tokens: Vec::new(),
             origins: rules.to_vec(),
+            hosts: Vec::new(),
             open_probes: false,
             stateless: false,
         }
@@ -874,6 +961,7 @@ mod tests {
         let gate = |tokens: Vec<Token>, stateless| Gate {
             tokens,
             origins: Vec::new(),
+            hosts: Vec::new(),
             open_probes: false,
             stateless,
         };
@@ -918,6 +1006,55 @@ mod tests {
             stateless.principal(None, &in_session),
             Principal::anonymous()
         );
+    }
+
+    #[test]
+    fn only_loopback_and_allowed_hosts_pass_on_every_path() {
+        let gate = Gate {
+            tokens: Vec::new(),
+            origins: Vec::new(),
+            hosts: HostRule::allowed(&["mcp.example.com".into(), "proxy.example:8443".into()])
+                .unwrap(),
+            open_probes: true,
+            stateless: false,
+        };
+        let status = |path: &str, host: Option<&str>| {
+            let mut request = Request::builder().uri(path);
+            if let Some(host) = host {
+                request = request.header(header::HOST, host);
+            }
+            let request = request.body(Body::empty()).unwrap();
+            gate.host_refusal(&request).map(|r| r.status())
+        };
+        for path in ["/mcp", "/healthz", "/readyz", "/metrics", "/elsewhere"] {
+            for host in [
+                "localhost",
+                "127.0.0.1:8080",
+                "[::1]:9",
+                "LOCALHOST",
+                "mcp.example.com",
+                "mcp.example.com:443",
+                "proxy.example:8443",
+            ] {
+                assert_eq!(status(path, Some(host)), None, "{path} {host}");
+            }
+            for host in [
+                "evil.example",
+                "localhost.evil.example",
+                "127.0.0.2",
+                "proxy.example:8080",
+                "proxy.example",
+            ] {
+                assert_eq!(
+                    status(path, Some(host)),
+                    Some(StatusCode::FORBIDDEN),
+                    "{path} {host}"
+                );
+            }
+            assert_eq!(status(path, None), Some(StatusCode::BAD_REQUEST));
+            assert_eq!(status(path, Some("a b")), Some(StatusCode::BAD_REQUEST));
+        }
+        assert!(HostRule::allowed(&["not a host".into()]).is_err());
     }
 
     #[test]

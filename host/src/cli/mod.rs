@@ -551,7 +551,9 @@ pub fn main() -> ExitCode {
         Command::Sdk(args) => runtime.block_on(sdk::sdk(&args)),
         Command::Mcp(mut args) => runtime.block_on(async {
             args.tools.own_dirs.extend(args.pause.local_state());
-            args.tools.own_files.extend(args.auth_token_files.iter().cloned());
+            args.tools
+                .own_files
+                .extend(args.auth_token_files.iter().cloned());
             tokio::spawn(mcp::serve(args, metrics))
                 .await
                 .unwrap_or_else(|error| {

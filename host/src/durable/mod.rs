@@ -32,6 +32,7 @@ pub use key::KEY_ENV;
 #[cfg(feature = "s3")]
 pub use object::ObjectStateStore;
 pub use principal::Principal;
+pub(crate) use private::euid;
 pub(crate) use quota::KeepError;
 pub use quota::{pausing_for, DEFAULT_CLIENT_QUOTA_BYTES, DEFAULT_STATE_QUOTA_BYTES};
 pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};

@@ -3,7 +3,8 @@
 //! The server (`server.rs`) opens a route for each call whose client asked for progress, under
 //! the call's id; a program's calls of upstream tools (`upstream/call.rs`) find it from their
 //! own ids (`<call id>:code:<n>`) and send it what their servers report. Routes live in this
-//! process only, for as long as their call runs.
+//! process only, for as long as their call runs. Each holds at most `PROGRESS_QUEUE` messages
+//! waiting for the client: a client slower than its servers misses some of their progress.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -11,21 +12,23 @@ use std::sync::{Mutex, OnceLock};
 use codemode_runtime::run_code::root_call_id;
 use tokio::sync::mpsc;
 
-type Routes = Mutex<HashMap<String, mpsc::UnboundedSender<String>>>;
+use super::upstream::PROGRESS_QUEUE;
+
+type Routes = Mutex<HashMap<String, mpsc::Sender<String>>>;
 
 fn routes() -> &'static Routes {
     static ROUTES: OnceLock<Routes> = OnceLock::new();
     ROUTES.get_or_init(Routes::default)
 }
 
-fn lock() -> std::sync::MutexGuard<'static, HashMap<String, mpsc::UnboundedSender<String>>> {
+fn lock() -> std::sync::MutexGuard<'static, HashMap<String, mpsc::Sender<String>>> {
     // Every critical section is one map operation: a panic cannot leave the map half-made.
     routes().lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The messages of the upstream calls made on behalf of `call_id`, while the guard lives.
-pub(crate) fn listen(call_id: &str) -> (Listening, mpsc::UnboundedReceiver<String>) {
-    let (tx, rx) = mpsc::unbounded_channel();
+pub(crate) fn listen(call_id: &str) -> (Listening, mpsc::Receiver<String>) {
+    let (tx, rx) = mpsc::channel(PROGRESS_QUEUE);
     lock().insert(call_id.to_owned(), tx);
     (
         Listening {
@@ -37,7 +40,7 @@ pub(crate) fn listen(call_id: &str) -> (Listening, mpsc::UnboundedReceiver<Strin
 
 /// Where the progress of a call made on behalf of `call_id` (a program's call, or the call
 /// itself) goes, if its client listens.
-pub(crate) fn sender_for(call_id: &str) -> Option<mpsc::UnboundedSender<String>> {
+pub(crate) fn sender_for(call_id: &str) -> Option<mpsc::Sender<String>> {
     lock().get(root_call_id(call_id)).cloned()
 }
 

@@ -69,6 +69,9 @@ impl Clocks {
 }
 
 async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
+    if state.held.overdrawn() {
+        return Next::Stop(Stop::HeldMemory);
+    }
     if let Some(frame) = state.ready.pop_front() {
         return Next::Deliver(frame);
     }
@@ -110,8 +113,12 @@ async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
             clocks.armed = None;
             Next::Deliver(wire::encode_timer(id))
         }
-        Some((id, result)) = std::future::poll_fn(|cx| calls.poll_next(cx)), if !calls.is_empty() => {
-            Next::Deliver(state.delivery_for(id, result))
+        Some(done) = std::future::poll_fn(|cx| calls.poll_next(cx)), if !calls.is_empty() => {
+            // An answer that overdrew the account was dropped: the run has passed its budget.
+            if state.held.overdrawn() {
+                return Next::Stop(Stop::HeldMemory);
+            }
+            Next::Deliver(state.deliver(done))
         }
         // Last: a run with something to deliver has no time to give its stack back.
         () = give_back.as_mut(), if clocks.stack_used => Next::GiveBackStack,
@@ -231,6 +238,8 @@ async fn evaluate(
                 clocks.stack_used = true;
                 status =
                     alongside_calls(deliver.call_async(&mut *store, len), &calls, &watch).await;
+                // The guest has read it: a large answer's frame is not kept until the next.
+                store.data_mut().delivery = Vec::new();
             }
             Next::GiveBackStack => {
                 // The guest is not running, so its stack holds nothing; it goes on waiting.

@@ -22,6 +22,7 @@ use std::time::Instant;
 use codemode_runtime::code::{
     BindingNamespace, BindingRef, FailureCause, FailureKind, RunFailure, RunResult,
 };
+use codemode_runtime::held::HeldMemory;
 use codemode_runtime::json;
 use codemode_runtime::signal::AbortSignal;
 use futures::stream::StreamExt;
@@ -65,6 +66,9 @@ pub enum Stop {
     Wall,
     Exit(i32),
     Memory,
+    /// What the host holds for the run outside the sandbox (arguments in flight, answers
+    /// waiting) passed the run's memory budget.
+    HeldMemory,
 }
 
 impl std::fmt::Display for Stop {
@@ -74,7 +78,7 @@ impl std::fmt::Display for Stop {
             Stop::Aborted(reason) => write!(f, "aborted: {reason}"),
             Stop::Wall => f.write_str("wall-clock ceiling reached"),
             Stop::Exit(code) => write!(f, "guest exited with code {code}"),
-            Stop::Memory => f.write_str("memory limit exceeded"),
+            Stop::Memory | Stop::HeldMemory => f.write_str("memory limit exceeded"),
         }
     }
 }
@@ -144,6 +148,7 @@ pub(crate) async fn execute(
     budgets: &Budgets,
     start: Start<'_>,
     bindings: Vec<BindingNamespace>,
+    held: Option<Arc<HeldMemory>>,
     control: AbortSignal,
     keeping: Option<Keeping<'_>>,
     metrics: &mut RunMetrics,
@@ -184,6 +189,9 @@ pub(crate) async fn execute(
         }
     };
     let mut state = RunState::new(budgets, boot, bindings, control, started);
+    if let Some(held) = held {
+        state.share_held(held);
+    }
     if let Some(keeping) = &keeping {
         state.pause_on = keeping.pause_on.clone();
         state.approve_on = keeping.approve_on.clone();
@@ -282,16 +290,16 @@ pub(crate) async fn execute(
     // its run, but never past the wall budget plus a short grace: a binding that ignores its
     // signal is left to finish on its own, its result dropped.
     let (mut in_flight, finished) = state.in_flight.take();
-    for (_, result) in finished {
-        if let Ok(value) = result {
+    for done in finished {
+        if let Ok(value) = done.answer {
             json::drop_deep(value);
         }
     }
     let patience =
         tokio::time::Instant::from_std(state.watch.deadline.max(Instant::now()) + SETTLE_GRACE);
     let drained = tokio::time::timeout_at(patience, async {
-        while let Some((_, result)) = in_flight.next().await {
-            if let Ok(value) = result {
+        while let Some(done) = in_flight.next().await {
+            if let Ok(value) = done.answer {
                 json::drop_deep(value);
             }
         }

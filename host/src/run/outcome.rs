@@ -70,6 +70,14 @@ pub(crate) fn failure_from_stop(stop: &Stop, budgets: &Budgets) -> RunFailure {
             format!("memory limit exceeded ({} MiB)", budgets.memory_mb),
         )
         .with_cause(FailureCause::Memory),
+        Stop::HeldMemory => RunFailure::new(
+            FailureKind::WorkerExit,
+            format!(
+                "memory limit exceeded ({} MiB): the tool results waiting for the program, with the arguments of its calls in flight, would take more host memory than that; await results before starting more calls, or ask for less at once",
+                budgets.memory_mb
+            ),
+        )
+        .with_cause(FailureCause::Memory),
         Stop::Settled => {
             RunFailure::new(FailureKind::WorkerExit, "worker exited before completing")
                 .with_cause(FailureCause::Trap)

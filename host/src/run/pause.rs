@@ -190,7 +190,9 @@ impl RunState {
         let Some(call) = self.pausing.remove(&id) else {
             return;
         };
+        let argument_bytes = self.open_calls.get(&id).map_or(0, |o| o.argument_bytes);
         if !call.approval {
+            self.held.release(argument_bytes);
             let frame = self.delivery_for(id, reply);
             self.ready.push_back(frame);
             return;
@@ -200,9 +202,7 @@ impl RunState {
                 Some(f) => {
                     // Written by `json::to_string` at the call: parses back.
                     let args = json::parse(call.arguments.as_bytes()).unwrap_or(Value::Null);
-                    let future = f(args, self.call_controller.signal());
-                    self.in_flight
-                        .push(Box::pin(async move { (id, future.await) }));
+                    self.run_binding(id, &f, args, argument_bytes);
                     return;
                 }
                 None => format!(
@@ -213,6 +213,7 @@ impl RunState {
             Ok(_) => format!("tool \"{}\" was not approved", record_name(&call.name)),
             Err(message) => message,
         };
+        self.held.release(argument_bytes);
         let frame = self.delivery_for(id, Err(denial));
         self.ready.push_back(frame);
     }
@@ -234,7 +235,7 @@ impl RunState {
                     argument_bytes: call.argument_bytes,
                 },
             );
-            self.argument_bytes_in_flight += call.argument_bytes;
+            self.held.charge(call.argument_bytes);
             self.pausing.insert(
                 call.id,
                 PausingCall {

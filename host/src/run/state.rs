@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use codemode_runtime::code::{
     BindingFn, BindingNamespace, BindingRef, CallOutcome, CallRecord, FailureKind, RunFailure,
 };
+use codemode_runtime::held::{answer_bytes, HeldMemory};
 use codemode_runtime::json;
 use codemode_runtime::ledger::{overflow_message, Ledger};
 use codemode_runtime::signal::{AbortController, AbortSignal};
@@ -24,9 +25,48 @@ use crate::meter::Meter;
 
 use super::{Outcome, Stop};
 
-type CallFuture = futures::future::BoxFuture<'static, (u32, Result<Value, String>)>;
+type CallFuture = futures::future::BoxFuture<'static, Completion>;
 
-type Completion = (u32, Result<Value, String>);
+/// A finished call: its id, its answer, and the bytes the answer is charged to the run's
+/// [`HeldMemory`] for until the guest takes it.
+pub(super) struct Completion {
+    pub(super) id: u32,
+    pub(super) answer: Result<Value, String>,
+    pub(super) held: usize,
+}
+
+/// `call`'s answer, once it comes, charged to `held` in place of the arguments it was made
+/// with (`argument_bytes`, which the binding has dropped by then). An answer that does not fit
+/// is freed at once and replaced by a short message: the account is overdrawn, so the run is
+/// failing, and nothing of the answer would reach the program anyway.
+fn charged(
+    id: u32,
+    call: futures::future::BoxFuture<'static, Result<Value, String>>,
+    held: Arc<HeldMemory>,
+    argument_bytes: usize,
+) -> CallFuture {
+    Box::pin(async move {
+        let answer = call.await;
+        held.release(argument_bytes);
+        let bytes = answer_bytes(&answer);
+        if held.charge(bytes) {
+            return Completion {
+                id,
+                answer,
+                held: bytes,
+            };
+        }
+        held.release(bytes);
+        if let Ok(value) = answer {
+            json::drop_deep(value);
+        }
+        Completion {
+            id,
+            answer: Err("the result passed the run's memory budget".to_owned()),
+            held: 0,
+        }
+    })
+}
 
 /// The run's binding calls in flight. Shared between the store (the `call` import starts
 /// calls) and the event loop, which polls them both while it waits and whenever the guest
@@ -102,6 +142,8 @@ pub(super) struct Watch {
     pub(super) control: AbortSignal,
     /// The end of the wall-clock budget.
     pub(super) deadline: Instant,
+    /// What the run holds on the host; overdrawn, the run has passed its memory budget.
+    pub(super) held: Arc<HeldMemory>,
 }
 
 impl Watch {
@@ -109,6 +151,9 @@ impl Watch {
     pub(super) fn stop(&self) -> Option<Stop> {
         if self.settled.is_aborted() {
             return Some(Stop::Settled);
+        }
+        if self.held.overdrawn() {
+            return Some(Stop::HeldMemory);
         }
         if let Some(reason) = self.control.reason() {
             return Some(Stop::Aborted(reason));
@@ -224,8 +269,10 @@ pub struct RunState {
     pub(super) next_call_id: u64,
     /// Calls not yet finished: where their record is and the argument bytes the host holds.
     pub(super) open_calls: HashMap<u32, OpenCall>,
-    pub(super) argument_bytes_in_flight: usize,
-    argument_bytes_cap: usize,
+    /// The host memory the run holds outside its sandbox: arguments of calls in flight and
+    /// answers not yet delivered (shared with whoever else holds them, `run_code`'s
+    /// scheduler).
+    pub(super) held: Arc<HeldMemory>,
     pub(crate) ledger: Ledger,
     pub(crate) outcome: Option<Outcome>,
     pub(crate) started: Instant,
@@ -270,6 +317,7 @@ impl RunState {
         started: Instant,
     ) -> Self {
         let call_controller = AbortController::new();
+        let held = Arc::new(HeldMemory::with_limit(budgets.memory_bytes()));
         RunState {
             memory: None,
             meter: None,
@@ -278,8 +326,7 @@ impl RunState {
             bindings,
             next_call_id: 0,
             open_calls: HashMap::new(),
-            argument_bytes_in_flight: 0,
-            argument_bytes_cap: budgets.memory_bytes(),
+            held: held.clone(),
             ledger: Ledger::new(budgets.max_output_bytes),
             outcome: None,
             started,
@@ -293,6 +340,7 @@ impl RunState {
                 settled: call_controller.signal(),
                 control,
                 deadline: started + budgets.wall(),
+                held,
             },
             call_controller,
             limiter: MemoryLimiter {
@@ -307,6 +355,14 @@ impl RunState {
             pause_threshold: crate::durable::DEFAULT_PAUSE_THRESHOLD,
             preinitializing: false,
         }
+    }
+
+    /// Counts the run's held memory in `held` (the caller's account, shared with its
+    /// scheduler), limited to the run's memory budget. Called before anything is charged.
+    pub(crate) fn share_held(&mut self, held: Arc<HeldMemory>) {
+        held.set_limit(self.held.limit());
+        self.watch.held = held.clone();
+        self.held = held;
     }
 
     pub(crate) fn push_log(&mut self, text: String) {
@@ -359,16 +415,16 @@ impl RunState {
     }
 
     /// Host memory (heap blocks as `json::parse_within` counts them) that arguments of new calls
-    /// may still take: the host holds a call's arguments until it finishes, so all of them
-    /// together may take no more than the sandbox's own memory budget.
+    /// may still take: the host holds a call's arguments until it finishes, and its answer
+    /// until the guest takes it, so all of them together may take no more than the sandbox's
+    /// own memory budget.
     pub(crate) fn argument_room(&self) -> usize {
-        self.argument_bytes_cap
-            .saturating_sub(self.argument_bytes_in_flight)
+        self.held.room()
     }
 
     /// Host memory a completion value may take: what the sandbox itself was allowed.
     pub(crate) fn memory_cap(&self) -> usize {
-        self.argument_bytes_cap
+        self.held.limit()
     }
 
     /// Binding calls the program has made so far.
@@ -390,16 +446,31 @@ impl RunState {
                 argument_bytes,
             },
         );
-        self.argument_bytes_in_flight += argument_bytes;
+        // Parsed within the room left, so this fits.
+        self.held.charge(argument_bytes);
     }
 
+    /// Records how call `id` ended. Its arguments were released already: by its binding's
+    /// answer (`charged`), or by the answer to a pausing call (`answer`).
     fn finish_call(&mut self, id: u32, outcome: CallOutcome) {
         if let Some(open) = self.open_calls.remove(&id) {
-            self.argument_bytes_in_flight -= open.argument_bytes;
             if let Some(record) = self.calls.get_mut(open.slot) {
                 record.outcome = outcome;
             }
         }
+    }
+
+    /// Starts binding `f` for call `id` now, its answer charged in place of its arguments.
+    pub(super) fn run_binding(
+        &mut self,
+        id: u32,
+        f: &BindingFn,
+        args: Value,
+        argument_bytes: usize,
+    ) {
+        let future = f(args, self.call_controller.signal());
+        self.in_flight
+            .push(charged(id, future, self.held.clone(), argument_bytes));
     }
 
     /// The next delivery decided at call time, for a caller that drives the guest itself (the
@@ -439,11 +510,8 @@ impl RunState {
             self.pausing.insert(id, call);
             return;
         }
-        let signal = self.call_controller.signal();
         // The call starts now (not when the program awaits it), so `Promise.all` overlaps.
-        let future = f(args, signal);
-        self.in_flight
-            .push(Box::pin(async move { (id, future.await) }));
+        self.run_binding(id, &f, args, argument_bytes);
     }
 
     pub(crate) fn arm_timer(&mut self, id: u32, at: Instant) {
@@ -486,6 +554,14 @@ impl RunState {
     /// well as at fuel yields.
     pub(crate) fn must_stop(&self) -> Option<Stop> {
         self.watch.stop()
+    }
+
+    /// Turns a completed binding's answer into the delivery the guest will read; the answer's
+    /// charge goes with it.
+    pub(super) fn deliver(&mut self, done: Completion) -> Vec<u8> {
+        let frame = self.delivery_for(done.id, done.answer);
+        self.held.release(done.held);
+        frame
     }
 
     /// Turns the result of a completed binding into the delivery the guest will read.

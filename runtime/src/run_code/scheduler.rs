@@ -11,6 +11,14 @@
 //! none runs and holds the barrier through its own commit. Commits happen in submission order
 //! (a head-of-line cursor), whatever order bodies finish in.
 //!
+//! A result is host memory the program decided to make exist, so from the moment a body ends
+//! until the program's call takes it, the result (its value, content and contexts) is charged
+//! to the run's [`HeldMemory`], the account the runtime charges arguments and undelivered
+//! answers to, and limits to the run's memory budget. A result that does not fit is dropped at
+//! once (its call commits as aborted), the account is overdrawn, the runtime fails the run with
+//! its memory cause, and no queued call starts after that. Images and contexts a call hands to
+//! the loop stay charged until the run ends: they are kept that long.
+//!
 //! When the run is over (it settled, or the outer call was cancelled), queued calls are
 //! abandoned without events, and running calls see the run's signal fire. A body that ignores
 //! its signal gets `settle_grace` to stop; then it is detached and its call commits as
@@ -37,11 +45,13 @@ use serde_json::Value;
 use tracing::{Instrument, Span};
 
 use crate::code::CallOutcome;
+use crate::held::{answer_bytes, HeldMemory};
 use crate::json;
 use crate::signal::{AbortController, AbortSignal};
 use crate::telemetry;
 use crate::tools::events::{elapsed_ms, now_ms, EventSink, SessionEvent};
 use crate::tools::pipeline::CallShared;
+use crate::tools::result::blocks_bytes;
 use crate::tools::{
     ContentBlock, ContextMessage, ContextSource, ExecutionMode, Registry, StagedCall,
     ToolExecutionInput, ToolExecutionResult, ToolOutcome, ToolRunContext,
@@ -92,6 +102,8 @@ struct Started {
     arguments: Option<Arc<Value>>,
     /// The staged call once its body finished (or it needed none).
     settled: Option<StagedCall>,
+    /// What its settled result is charged to the run's account for.
+    held: usize,
     /// What commits in place of a body that was detached for ignoring its signal.
     fallback: Option<StagedCall>,
 }
@@ -100,6 +112,8 @@ struct Started {
 #[derive(Default)]
 struct Reply {
     answer: Option<Answer>,
+    /// What the answer is charged to the run's account for until it is taken.
+    held: usize,
     waker: Option<Waker>,
 }
 
@@ -109,6 +123,8 @@ pub(crate) struct Scheduler {
     run_signal: AbortSignal,
     settled: AbortController,
     parent_call_id: String,
+    /// The run's account of host memory held outside its sandbox (see the module docs).
+    held: Arc<HeldMemory>,
 }
 
 struct State {
@@ -176,7 +192,14 @@ impl Scheduler {
             run_signal,
             settled,
             parent_call_id: ctx.call_id().to_owned(),
+            held: Arc::default(),
         })
+    }
+
+    /// The run's account of the host memory it holds: the runtime limits it to the run's
+    /// memory budget and charges what it holds itself.
+    pub(crate) fn held(&self) -> Arc<HeldMemory> {
+        self.held.clone()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -303,8 +326,7 @@ impl Scheduler {
             }
             while let Poll::Ready(Some((seq, staged))) = state.bodies.poll_next_unpin(&mut cx) {
                 if let Some(entry) = state.started.iter_mut().find(|s| s.seq == seq) {
-                    entry.fallback = None;
-                    entry.settled = Some(staged);
+                    self.settle_body(entry, staged);
                 }
                 changed = true;
             }
@@ -324,6 +346,22 @@ impl Scheduler {
         }
     }
 
+    /// Keeps a finished body's result, charged to the run's account, until its call commits.
+    /// One that does not fit is dropped now, and its call commits as aborted: the account is
+    /// overdrawn, so the run is failing and the program would never see the result.
+    fn settle_body(&self, entry: &mut Started, staged: StagedCall) {
+        let bytes = staged.held_bytes();
+        if self.held.charge(bytes) {
+            entry.fallback = None;
+            entry.held = bytes;
+            entry.settled = Some(staged);
+            return;
+        }
+        self.held.release(bytes);
+        drop(staged);
+        entry.settled = entry.fallback.take();
+    }
+
     fn append(&self, state: &State, event: SessionEvent) {
         if let Some(sink) = &state.events {
             if let Err(error) = sink.append(&event) {
@@ -335,9 +373,22 @@ impl Scheduler {
         }
     }
 
-    fn answer(state: &mut State, seq: usize, answer: Answer, polling: Option<usize>) {
+    /// Leaves `answer` for call `seq`'s binding future, charged to the run's account until it
+    /// is taken; one that does not fit is dropped for a short message (the run is failing).
+    fn answer(&self, state: &mut State, seq: usize, answer: Answer, polling: Option<usize>) {
         let Some(reply) = seq.checked_sub(1).and_then(|i| state.replies.get_mut(i)) else {
             return;
+        };
+        let bytes = answer_bytes(&answer);
+        let answer = if self.held.charge(bytes) {
+            reply.held = bytes;
+            answer
+        } else {
+            self.held.release(bytes);
+            if let Ok(value) = answer {
+                json::drop_deep(value);
+            }
+            Err("the result passed the run's memory budget".to_owned())
         };
         reply.answer = Some(answer);
         if polling != Some(seq) {
@@ -374,7 +425,16 @@ impl Scheduler {
                     self.over_reason(),
                     queued.input.name
                 );
-                Self::answer(state, queued.seq, Err(message), polling);
+                self.answer(state, queued.seq, Err(message), polling);
+                continue;
+            }
+            if self.held.overdrawn() {
+                let queued = state.queue.pop_front()?;
+                let message = format!(
+                    "{} not started: what the run holds on the host passed its memory budget",
+                    queued.input.name
+                );
+                self.answer(state, queued.seq, Err(message), polling);
                 continue;
             }
             // Re-read at start time: a registry change while queued can make a call exclusive.
@@ -428,6 +488,7 @@ impl Scheduler {
                 mode,
                 arguments,
                 settled: None,
+                held: 0,
                 fallback: None,
             });
             return Some(lane);
@@ -469,17 +530,29 @@ impl Scheduler {
         result: Arc<ToolExecutionResult>,
         polling: Option<usize>,
     ) {
+        // The result is handed on below: its value to the answer, which is charged apart, and
+        // its images and contexts to the loop, charged until the run ends (they live that
+        // long).
+        self.held.release(entry.held);
+        let mut kept = result
+            .additional_contexts
+            .iter()
+            .fold(0usize, |sum, context| {
+                sum.saturating_add(blocks_bytes(&context.content))
+            });
         if !result.is_error()
             && result
                 .content
                 .iter()
                 .any(|block| matches!(block, ContentBlock::Image { .. }))
         {
+            kept = kept.saturating_add(blocks_bytes(&result.content));
             state.outer.defer(ContextMessage {
                 content: result.content.clone(),
                 source: ContextSource::plugin(DEFERRED_IMAGE_PLUGIN),
             });
         }
+        self.held.charge(kept);
         for context in &result.additional_contexts {
             state.outer.defer(context.clone());
         }
@@ -538,7 +611,7 @@ impl Scheduler {
         {
             record.outcome = outcome;
         }
-        Self::answer(state, entry.seq, answer, polling);
+        self.answer(state, entry.seq, answer, polling);
     }
 
     /// Bodies still running past the grace are left to finish on their own; their calls
@@ -578,11 +651,12 @@ pub(crate) struct SubCall {
 }
 
 impl SubCall {
-    fn take(state: &mut State, seq: usize) -> Option<Answer> {
-        state
-            .replies
-            .get_mut(seq.checked_sub(1)?)
-            .and_then(|reply| reply.answer.take())
+    /// The answer, once there is one: its charge goes with it to the binding's caller.
+    fn take(&self, state: &mut State) -> Option<Answer> {
+        let reply = state.replies.get_mut(self.seq.checked_sub(1)?)?;
+        let answer = reply.answer.take()?;
+        self.scheduler.held.release(std::mem::take(&mut reply.held));
+        Some(answer)
     }
 }
 
@@ -592,11 +666,11 @@ impl Future for SubCall {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer> {
         let scheduler = &self.scheduler;
         let mut state = scheduler.lock();
-        if let Some(answer) = Self::take(&mut state, self.seq) {
+        if let Some(answer) = self.take(&mut state) {
             return Poll::Ready(answer);
         }
         scheduler.drive(&mut state, Some(self.seq));
-        if let Some(answer) = Self::take(&mut state, self.seq) {
+        if let Some(answer) = self.take(&mut state) {
             return Poll::Ready(answer);
         }
         if let Some(reply) = self

@@ -329,6 +329,15 @@ impl StagedCall {
         &self.call
     }
 
+    /// Host memory the call's result holds once there is one (see
+    /// [`ToolExecutionResult::held_bytes`]); nothing before its body has run.
+    pub(crate) fn held_bytes(&self) -> usize {
+        match &self.stage {
+            Stage::Post(result) | Stage::Final(result) => result.held_bytes(),
+            Stage::Dispatch(_) | Stage::Detached => 0,
+        }
+    }
+
     /// Whether the body stage is still to run (the call was allowed and not cancelled).
     pub fn needs_dispatch(&self) -> bool {
         matches!(self.stage, Stage::Dispatch(_))

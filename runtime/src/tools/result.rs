@@ -152,6 +152,24 @@ impl ToolExecutionResult {
         )
     }
 
+    /// Host memory the result holds: its value's heap (as [`crate::json::heap_bytes`] counts
+    /// it) or its failure's message, and the buffers of its content, metadata and contexts.
+    pub(crate) fn held_bytes(&self) -> usize {
+        let outcome = match &self.outcome {
+            ToolOutcome::Success { value, .. } => crate::json::heap_bytes(value),
+            ToolOutcome::Failure(failure) => failure.message.capacity(),
+        };
+        let contexts = self
+            .additional_contexts
+            .iter()
+            .map(|context| blocks_bytes(&context.content))
+            .fold(0usize, usize::saturating_add);
+        outcome
+            .saturating_add(blocks_bytes(&self.content))
+            .saturating_add(self.meta.as_ref().map_or(0, crate::json::heap_bytes))
+            .saturating_add(contexts)
+    }
+
     /// The text blocks joined with newlines (handy for tests and plain-text hosts).
     pub fn text(&self) -> String {
         let texts: Vec<&str> = self
@@ -164,6 +182,19 @@ impl ToolExecutionResult {
             .collect();
         texts.join("\n")
     }
+}
+
+/// The buffers of `blocks`: each text, or each image's data and type.
+pub(crate) fn blocks_bytes(blocks: &[ContentBlock]) -> usize {
+    blocks
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text { text } => text.capacity(),
+            ContentBlock::Image { data, mime_type } => {
+                data.capacity().saturating_add(mime_type.capacity())
+            }
+        })
+        .fold(0usize, usize::saturating_add)
 }
 
 /// Equality of what the result says; which execution produced it does not count.

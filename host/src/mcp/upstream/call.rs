@@ -9,13 +9,15 @@ use codemode_runtime::tools::{
     ContentBlock, ContextMessage, ContextSource, ToolError, ToolRunContext,
 };
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, ContentBlock as Block, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use super::connection::PROGRESS_QUEUE;
 use super::Link;
 
 /// A request in flight: should the call end before its answer (cancelled, or dropped), the
@@ -96,11 +98,11 @@ impl Call {
         // The server's progress reaches the client of the call this one belongs to, if it
         // asked for progress.
         let _route = crate::mcp::progress::sender_for(ctx.call_id()).map(|to| {
-            let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+            let (tx, mut rx) = mpsc::channel::<String>(PROGRESS_QUEUE);
             let server = self.link.server().to_owned();
             tokio::spawn(async move {
                 while let Some(message) = rx.recv().await {
-                    let _ = to.send(format!("{server}: {message}"));
+                    let _ = to.try_send(format!("{server}: {message}"));
                 }
             });
             self.link
@@ -139,8 +141,6 @@ impl Call {
             span.record("error.type", "tool_error");
             span.record("otel.status_code", "ERROR");
         }
-        let result = serde_json::to_value(&result)
-            .map_err(|e| ToolError::new(format!("mcp server \"{}\": {e}", self.link.server())))?;
         self.value_of(result, ctx)
     }
 
@@ -160,42 +160,39 @@ impl Call {
         self.unavailable(&why)
     }
 
-    /// The program's value of a `tools/call` result; images go to the loop.
-    fn value_of(&self, result: Value, ctx: &ToolRunContext) -> Result<Value, ToolError> {
+    /// The program's value of a `tools/call` result; images go to the loop. The result is taken
+    /// apart, not copied: its texts, images and structured content become the value as they are.
+    fn value_of(&self, result: CallToolResult, ctx: &ToolRunContext) -> Result<Value, ToolError> {
+        let CallToolResult {
+            content,
+            structured_content,
+            is_error,
+            ..
+        } = result;
         let mut texts = Vec::new();
         let mut images = Vec::new();
-        for block in result
-            .get("content")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            match block.get("type").and_then(Value::as_str) {
-                Some("text") => texts.push(
-                    block
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                ),
-                Some("image") => images.push(ContentBlock::Image {
-                    data: block
-                        .get("data")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    mime_type: block
-                        .get("mimeType")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
+        for block in content {
+            match block {
+                Block::Text(text) => texts.push(text.text),
+                Block::Image(image) => images.push(ContentBlock::Image {
+                    data: image.data,
+                    mime_type: image.mime_type,
                 }),
                 // Resource links, embedded resources, audio: their JSON, as text.
-                _ => texts.push(json::to_string(block)),
+                other => texts.push(
+                    serde_json::to_value(&other)
+                        .map(|block| json::to_string(&block))
+                        .unwrap_or_default(),
+                ),
             }
         }
-        let text = texts.join("\n");
-        if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        // One block (the usual answer) is the text itself, not a copy joined from one part.
+        let text = if texts.len() == 1 {
+            texts.pop().unwrap_or_default()
+        } else {
+            texts.join("\n")
+        };
+        if is_error == Some(true) {
             return Err(ToolError::new(if text.is_empty() {
                 format!("mcp tool \"{}\" reported an error", self.tool)
             } else {
@@ -216,8 +213,8 @@ impl Call {
         if !self.structured {
             return Ok(Value::String(text));
         }
-        if let Some(structured) = result.get("structuredContent") {
-            return Ok(json::clone_deep(structured));
+        if let Some(structured) = structured_content {
+            return Ok(structured);
         }
         json::parse(text.as_bytes()).map_err(|e| {
             ToolError::new(format!(

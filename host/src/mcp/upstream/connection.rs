@@ -4,28 +4,31 @@
 //!
 //! A program that exits, or that writes anything but JSON-RPC on stdout, is cut off: the
 //! connection is down, its in-flight calls fail, and the supervisor (`mod.rs`) starts another.
+//! What it writes is read within bounds (`stdio.rs`), and so is what it reports as progress:
+//! each message cut to [`MAX_PROGRESS_TEXT`], at most [`PROGRESS_QUEUE`] of them waiting for a
+//! call and [`EARLY`] for a route, the rest dropped.
 
 use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::model::{ProgressNotificationParam, ProgressToken, Tool};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::ServiceExt;
-use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Notify};
-use tokio_util::codec::{FramedRead, LinesCodec};
 
+use super::launch;
 use super::spec::{Transport, UpstreamError, UpstreamSpec};
+use super::stdio::{self, STDERR_TAIL, STDERR_TAIL_BYTES};
 
-/// Longest line an upstream may write (rmcp's own default).
-const MAX_LINE: usize = 16 * 1024 * 1024;
-/// Lines of an upstream's stderr kept for error messages.
-const STDERR_TAIL: usize = 20;
+/// Longest progress message passed on, in bytes (cut on a character, with `…`).
+pub(super) const MAX_PROGRESS_TEXT: usize = 1024;
+/// Most progress messages waiting to be passed on, per call: past it, new ones are dropped.
+pub(crate) const PROGRESS_QUEUE: usize = 64;
+/// How long a server that failed to start is given to finish its stderr.
+const STDERR_SETTLE: Duration = Duration::from_secs(1);
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section is one read or write: a panic cannot leave the value half-made.
@@ -64,6 +67,16 @@ impl Health {
     }
 
     /// Resolves once the connection is down.
+    /// Keeps `line` (already cut to `stdio::MAX_STDERR_LINE`) as the newest of the tail.
+    pub(super) fn note_stderr(&self, line: String) {
+        let mut tail = lock(&self.stderr);
+        tail.push_back(line);
+        let mut bytes: usize = tail.iter().map(String::len).sum();
+        while tail.len() > STDERR_TAIL || bytes > STDERR_TAIL_BYTES {
+            bytes -= tail.pop_front().map_or(0, |line| line.len());
+        }
+    }
+
     pub(super) async fn until_down(&self) {
         loop {
             let notified = self.went_down.notified();
@@ -94,7 +107,7 @@ pub(super) struct ProgressRoutes(Mutex<Routes>);
 
 #[derive(Default)]
 struct Routes {
-    open: HashMap<ProgressToken, mpsc::UnboundedSender<String>>,
+    open: HashMap<ProgressToken, mpsc::Sender<String>>,
     early: VecDeque<(ProgressToken, String)>,
 }
 
@@ -102,17 +115,18 @@ struct Routes {
 const EARLY: usize = 256;
 
 impl ProgressRoutes {
-    /// Sends `token`'s notifications' messages to `to` until the returned guard drops.
+    /// Sends `token`'s notifications' messages to `to` until the returned guard drops; those
+    /// that find it full are dropped.
     pub(super) fn route(
         self: &Arc<Self>,
         token: ProgressToken,
-        to: mpsc::UnboundedSender<String>,
+        to: mpsc::Sender<String>,
     ) -> RouteGuard {
         let mut routes = lock(&self.0);
         let early = std::mem::take(&mut routes.early);
         for (early_token, text) in early {
             if early_token == token {
-                let _ = to.send(text);
+                let _ = to.try_send(text);
             } else {
                 routes.early.push_back((early_token, text));
             }
@@ -126,14 +140,15 @@ impl ProgressRoutes {
 
     fn forward(&self, params: &ProgressNotificationParam) {
         let text = match (&params.message, params.total) {
-            (Some(message), _) => message.clone(),
+            (Some(message), _) => cut(message, MAX_PROGRESS_TEXT),
             (None, Some(total)) => format!("{} of {total}", params.progress),
             (None, None) => format!("{}", params.progress),
         };
         let mut routes = lock(&self.0);
         match routes.open.get(&params.progress_token) {
             Some(to) => {
-                let _ = to.send(text);
+                // A client slower than the server misses some of its progress, never more.
+                let _ = to.try_send(text);
             }
             None => {
                 if routes.early.len() == EARLY {
@@ -145,6 +160,18 @@ impl ProgressRoutes {
             }
         }
     }
+}
+
+/// `text` whole, or its first `max` bytes cut on a character boundary, with `…`.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// Keeps a progress route open.
@@ -182,8 +209,16 @@ impl rmcp::ClientHandler for Client {
     }
 }
 
+/// What to start for a server given by a command.
+struct Program<'a> {
+    command: &'a str,
+    args: &'a [String],
+    env: &'a std::collections::BTreeMap<String, String>,
+    cwd: Option<&'a std::path::Path>,
+}
+
 /// A process of the server's, killed (with its group) when the connection drops.
-type Child = Arc<Mutex<Box<dyn ChildWrapper>>>;
+pub(super) type Child = Arc<Mutex<Box<dyn ChildWrapper>>>;
 
 /// A live connection to the server.
 pub(super) struct Connection {
@@ -220,8 +255,19 @@ impl Connection {
         timeout: Duration,
     ) -> Result<(Self, Vec<Tool>), UpstreamError> {
         match &spec.transport {
-            Transport::Command { command, args, env } => {
-                Self::start(&spec.name, command, args, env, client, timeout).await
+            Transport::Command {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let program = Program {
+                    command,
+                    args,
+                    env,
+                    cwd: cwd.as_deref(),
+                };
+                Self::start(&spec.name, program, client, timeout).await
             }
             Transport::Url { url, headers } => {
                 super::remote::connect(&spec.name, url, headers, client, timeout).await
@@ -272,16 +318,37 @@ impl Connection {
 
     async fn start(
         name: &str,
-        command: &str,
-        args: &[String],
-        env: &std::collections::BTreeMap<String, String>,
+        program: Program<'_>,
         client: Client,
         timeout: Duration,
     ) -> Result<(Self, Vec<Tool>), UpstreamError> {
-        let mut wrapped = CommandWrap::with_new(command, |c| {
+        let Program {
+            command,
+            args,
+            env,
+            cwd,
+        } = program;
+        let spawn_error = |source: std::io::Error| UpstreamError::Spawn {
+            name: name.to_owned(),
+            command: command.to_owned(),
+            source: Arc::new(source),
+        };
+        // Never the current directory (the workspace): see `launch`.
+        let path = env
+            .get("PATH")
+            .map(std::ffi::OsString::from)
+            .or_else(|| std::env::var_os("PATH"));
+        let executable = launch::resolve(command, path.as_deref()).map_err(spawn_error)?;
+        let dir = match cwd {
+            Some(dir) => dir.to_owned(),
+            None => launch::working_dir(name).map_err(spawn_error)?,
+        };
+        let mut wrapped = CommandWrap::with_new(&executable, |c| {
             // codemode's own secrets are not the server's (its configuration may still pass
             // them explicitly).
-            c.args(args)
+            c.arg0(command)
+                .args(args)
+                .current_dir(&dir)
                 .env_remove(crate::mcp::server::TOKEN_ENV)
                 .env_remove(crate::durable::KEY_ENV)
                 .envs(env)
@@ -290,11 +357,7 @@ impl Connection {
                 .stderr(Stdio::piped());
         });
         wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-        let mut child = wrapped.spawn().map_err(|source| UpstreamError::Spawn {
-            name: name.to_owned(),
-            command: command.to_owned(),
-            source: Arc::new(source),
-        })?;
+        let mut child = wrapped.spawn().map_err(spawn_error)?;
         let (Some(stdin), Some(stdout), stderr) = (
             child.stdin().take(),
             child.stdout().take(),
@@ -304,11 +367,10 @@ impl Connection {
         };
         let health = Arc::new(Health::default());
         let child: Child = Arc::new(Mutex::new(child));
-        if let Some(stderr) = stderr {
-            tokio::spawn(keep_stderr_tail(stderr, health.clone()));
-        }
+        let stderr_read =
+            stderr.map(|stderr| tokio::spawn(stdio::keep_stderr_tail(stderr, health.clone())));
         let (reader, filtered) = tokio::io::duplex(64 * 1024);
-        tokio::spawn(pass_json_rpc_only(
+        tokio::spawn(stdio::pass_json_rpc_only(
             stdout,
             filtered,
             health.clone(),
@@ -323,26 +385,29 @@ impl Connection {
             Ok::<_, String>((service, tools))
         })
         .await;
-        let failure = |why: String| {
-            let reason = health.down().unwrap_or(why);
-            let _ = lock(&child).start_kill();
-            handshake(name, reason, health.stderr_tail())
+        let why = match started {
+            Ok(Ok((service, tools))) => {
+                tokio::spawn(watch_exit(child.clone(), health.clone()));
+                let connection = Self {
+                    service,
+                    health,
+                    child: Some(child),
+                    since: Instant::now(),
+                };
+                return Ok((connection, tools));
+            }
+            Ok(Err(why)) => why,
+            Err(_) => format!("no answer within {timeout:?}"),
         };
-        let (service, tools) = match started {
-            Ok(Ok(started)) => started,
-            Ok(Err(why)) => return Err(failure(why)),
-            Err(_) => return Err(failure(format!("no answer within {timeout:?}"))),
-        };
-        tokio::spawn(watch_exit(child.clone(), health.clone()));
-        Ok((
-            Self {
-                service,
-                health,
-                child: Some(child),
-                since: Instant::now(),
-            },
-            tools,
-        ))
+        let reason = health.down().unwrap_or(why);
+        let _ = lock(&child).start_kill();
+        // The server is gone: the rest of what it wrote on stderr is in the pipe, and its last
+        // lines are what says why. A little while to read them, should a process the server
+        // left behind keep the pipe open.
+        if let Some(read) = stderr_read {
+            let _ = tokio::time::timeout(STDERR_SETTLE, read).await;
+        }
+        Err(handshake(name, reason, health.stderr_tail()))
     }
 }
 
@@ -351,66 +416,6 @@ fn handshake(name: &str, reason: String, stderr_tail: String) -> UpstreamError {
         name: name.to_owned(),
         reason,
         stderr_tail,
-    }
-}
-
-/// Forwards the server's stdout to rmcp line by line while every line is a JSON-RPC message;
-/// the first line that is not cuts the server off (rmcp would skip it and leave the call that
-/// waited for it hanging).
-async fn pass_json_rpc_only(
-    stdout: impl tokio::io::AsyncRead + Unpin,
-    mut filtered: tokio::io::DuplexStream,
-    health: Arc<Health>,
-    child: Child,
-) {
-    let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE));
-    while let Some(line) = lines.next().await {
-        let line = match line {
-            Ok(line) => line,
-            Err(e) => {
-                health.mark_down(format!("it wrote an unreadable line ({e})"));
-                break;
-            }
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let is_json_rpc = serde_json::from_str::<Value>(&line)
-            .ok()
-            .is_some_and(|v| v.get("jsonrpc").and_then(Value::as_str) == Some("2.0"));
-        if !is_json_rpc {
-            let shown: String = line.chars().take(80).collect();
-            health.mark_down(format!("it wrote a line that is not JSON-RPC: {shown:?}"));
-            break;
-        }
-        let mut bytes = line.into_bytes();
-        bytes.push(b'\n');
-        if filtered.write_all(&bytes).await.is_err() {
-            return;
-        }
-    }
-    // A server that exits closes its output first: give the exit a moment to be seen, so
-    // the reason names it.
-    for _ in 0..10 {
-        if let Ok(Some(status)) = lock(&child).try_wait() {
-            health.mark_down(format!("its process exited ({status})"));
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    health.mark_down("its standard output closed".to_owned());
-    let _ = lock(&child).start_kill();
-    // Dropping `filtered` ends rmcp's input: every call still waiting fails.
-}
-
-async fn keep_stderr_tail(stderr: impl tokio::io::AsyncRead + Unpin, health: Arc<Health>) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let mut tail = lock(&health.stderr);
-        if tail.len() == STDERR_TAIL {
-            tail.pop_front();
-        }
-        tail.push_back(line.chars().take(500).collect());
     }
 }
 
@@ -438,4 +443,66 @@ async fn watch_close(peer: rmcp::service::Peer<RoleClient>, health: Arc<Health>)
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     health.mark_down("its connection closed".to_owned());
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::NumberOrString;
+
+    use super::*;
+
+    fn progress(token: &ProgressToken, message: &str) -> ProgressNotificationParam {
+        ProgressNotificationParam::new(token.clone(), 1.0).with_message(message)
+    }
+
+    #[test]
+    fn progress_is_cut_and_kept_within_bounds() {
+        let routes = Arc::new(ProgressRoutes::default());
+        let early = ProgressToken(NumberOrString::Number(1));
+        let other = ProgressToken(NumberOrString::Number(2));
+        // Before its route opens: at most EARLY kept, of any token, each cut.
+        for _ in 0..EARLY {
+            routes.forward(&progress(&other, "stale"));
+        }
+        for _ in 0..EARLY {
+            routes.forward(&progress(&early, &"é".repeat(100_000)));
+        }
+        assert_eq!(lock(&routes.0).early.len(), EARLY);
+        let (tx, mut rx) = mpsc::channel(PROGRESS_QUEUE);
+        let _open = routes.route(early.clone(), tx);
+        assert!(lock(&routes.0).early.is_empty());
+        // The route takes what fits its queue; the rest is dropped, now and later.
+        routes.forward(&progress(&early, "dropped"));
+        let mut got = Vec::new();
+        while let Ok(message) = rx.try_recv() {
+            got.push(message);
+        }
+        let cut = format!("{}…", "é".repeat(MAX_PROGRESS_TEXT / 2));
+        assert_eq!(got, vec![cut; PROGRESS_QUEUE]);
+        routes.forward(&progress(&early, "after"));
+        assert_eq!(rx.try_recv().ok().as_deref(), Some("after"));
+    }
+
+    #[test]
+    fn the_stderr_tail_keeps_the_last_lines_within_its_bytes() {
+        let health = Health::default();
+        for n in 0..100 {
+            health.note_stderr(format!("line {n}"));
+        }
+        let tail = health.stderr_tail();
+        assert!(
+            tail.starts_with("; its stderr ended with: line 80 | "),
+            "{tail}"
+        );
+        assert!(tail.ends_with("line 99"), "{tail}");
+        for _ in 0..100 {
+            health.note_stderr("x".repeat(stdio::MAX_STDERR_LINE));
+        }
+        let kept: usize = lock(&health.stderr).iter().map(String::len).sum();
+        assert!(kept <= STDERR_TAIL_BYTES, "{kept}");
+        assert_eq!(
+            lock(&health.stderr).len(),
+            STDERR_TAIL_BYTES / stdio::MAX_STDERR_LINE
+        );
+    }
 }

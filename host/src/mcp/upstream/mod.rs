@@ -18,8 +18,10 @@
 
 mod call;
 mod connection;
+mod launch;
 mod remote;
 mod spec;
+mod stdio;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,6 +34,7 @@ use serde_json::Value;
 use tokio::sync::{watch, Notify};
 
 use call::Call;
+pub(crate) use connection::PROGRESS_QUEUE;
 use connection::{lock, Client, Connection, ProgressRoutes};
 pub use spec::{Transport, UpstreamError, UpstreamSpec};
 

@@ -2,6 +2,7 @@
 //! command, or a URL with headers).
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -21,12 +22,17 @@ pub enum Transport {
     /// A program codemode starts, spoken to over its standard input and output; restarted,
     /// with backoff, when it exits.
     Command {
-        /// The program to run.
+        /// The program to run: a name looked up in the absolute directories of `PATH`, or an
+        /// absolute path (never one relative to the current directory, which is usually the
+        /// workspace).
         command: String,
         /// Its arguments.
         args: Vec<String>,
         /// Extra environment variables.
         env: BTreeMap<String, String>,
+        /// The absolute directory it starts in; `None`, a directory of codemode's own
+        /// (`<cache dir>/upstream/<name>`), never the current one.
+        cwd: Option<PathBuf>,
     },
     /// A server at a URL, over streamable HTTP.
     Url {
@@ -140,18 +146,22 @@ impl UpstreamSpec {
         let Some(program) = words.next() else {
             return Err(flag_error(name, "the command is empty"));
         };
+        if let Some(problem) = relative_program(&program) {
+            return Err(flag_error(name, problem));
+        }
         Ok(Self {
             name: name.to_owned(),
             transport: Transport::Command {
                 command: program,
                 args: words.collect(),
                 env: BTreeMap::new(),
+                cwd: None,
             },
         })
     }
 
-    /// Reads the `{"mcpServers": {NAME: {command, args?, env?} | {url, headers?}}}` file MCP
-    /// clients use. A header value's `${VAR}` is replaced by the environment variable `VAR`
+    /// Reads the `{"mcpServers": {NAME: {command, args?, env?, cwd?} | {url, headers?}}}` file
+    /// MCP clients use. `cwd`, when given, must be an absolute directory. A header value's `${VAR}` is replaced by the environment variable `VAR`
     /// (`"Authorization": "Bearer ${GITHUB_TOKEN}"`); one that is not set is an error.
     pub fn from_config(text: &str) -> Result<Vec<Self>, UpstreamError> {
         let config: Value =
@@ -194,12 +204,28 @@ impl UpstreamSpec {
                     .ok_or_else(|| config_error(Some(name), "\"env\" values must be strings"))?,
                 Some(_) => return Err(config_error(Some(name), "\"env\" must be an object")),
             };
+            if let Some(problem) = relative_program(command) {
+                return Err(config_error(Some(name), format!("\"command\": {problem}")));
+            }
+            let cwd = match field("cwd") {
+                None => None,
+                Some(Value::String(dir)) if Path::new(dir).is_absolute() => {
+                    Some(PathBuf::from(dir))
+                }
+                Some(_) => {
+                    return Err(config_error(
+                        Some(name),
+                        "\"cwd\" must be an absolute directory",
+                    ))
+                }
+            };
             specs.push(Self {
                 name: name.clone(),
                 transport: Transport::Command {
                     command: command.to_owned(),
                     args,
                     env,
+                    cwd,
                 },
             });
         }
@@ -249,6 +275,16 @@ impl UpstreamSpec {
             },
         })
     }
+}
+
+/// Why `program` cannot name an upstream's program: a path relative to the current directory,
+/// which is usually the workspace, where anything may have been planted.
+fn relative_program(program: &str) -> Option<String> {
+    (program.contains('/') && !Path::new(program).is_absolute()).then(|| {
+        format!(
+            "{program:?} is a relative path, and upstream servers never start from the current directory or the workspace: give an absolute path, or a program name found on PATH"
+        )
+    })
 }
 
 /// `text` with each `${VAR}` replaced by `lookup(VAR)`; a `$` not followed by `{NAME}` stays.
@@ -336,5 +372,40 @@ mod tests {
             let refused = UpstreamSpec::from_config(bad).unwrap_err().to_string();
             assert!(refused.contains(why), "{refused}");
         }
+    }
+
+    #[test]
+    fn a_program_is_a_name_or_an_absolute_path_and_cwd_is_absolute() {
+        for flag in ["x=./server", "x=bin/server --stdio", "x=../x"] {
+            let refused = UpstreamSpec::from_flag(flag).unwrap_err().to_string();
+            assert!(refused.contains("is a relative path"), "{refused}");
+        }
+        for flag in ["x=server", "x=/opt/server", "x=npx -y ./pkg"] {
+            assert!(UpstreamSpec::from_flag(flag).is_ok(), "{flag}");
+        }
+        let config = |entry: &str| format!(r#"{{"mcpServers": {{"x": {entry}}}}}"#);
+        let refused = UpstreamSpec::from_config(&config(r#"{"command": "./server"}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.starts_with("mcpServers.x: \"command\": \"./server\" is a relative path"),
+            "{refused}"
+        );
+        for cwd in [r#""relative""#, "1"] {
+            let entry = format!(r#"{{"command": "server", "cwd": {cwd}}}"#);
+            let refused = UpstreamSpec::from_config(&config(&entry))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                refused.contains("\"cwd\" must be an absolute directory"),
+                "{refused}"
+            );
+        }
+        let specs = UpstreamSpec::from_config(&config(r#"{"command": "server", "cwd": "/srv/x"}"#))
+            .unwrap();
+        assert!(matches!(
+            &specs[0].transport,
+            Transport::Command { cwd: Some(cwd), .. } if cwd == Path::new("/srv/x")
+        ));
     }
 }
