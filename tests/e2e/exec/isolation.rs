@@ -577,3 +577,21 @@ async fn a_commands_memory_is_capped_where_cgroups_allow() {
     .await;
     assert_eq!(fine, "allocated\n");
 }
+
+/// Anyone could once stop `--exec sandbox` by making its temporary directory's predictable name
+/// first; the name is random now, and a directory planted under the old name changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_temporary_directory_does_not_stop_the_sandbox() {
+    let planted: Vec<PathBuf> = (0..4)
+        .map(|n| std::env::temp_dir().join(format!("codemode-sandbox-{}-{n}", std::process::id())))
+        .collect();
+    for dir in &planted {
+        let _ = std::fs::create_dir(dir);
+    }
+    let rig = sandbox_with(SandboxOptions::default());
+    let tmp = output(&rig, "echo made > /tmp/mine && cat /tmp/mine && ls -a /tmp | grep -c codemode-sandbox-").await;
+    assert_eq!(tmp, "made\n0\n");
+    for dir in &planted {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
