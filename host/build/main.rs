@@ -86,6 +86,8 @@ fn main() {
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     println!("cargo:rustc-env=CODEMODE_GUEST_WASM={}", copy.display());
     println!("cargo:rustc-env=CODEMODE_GUEST_SHA256={hex}");
+    // For the check of the documented limits against the code (src/documented_limits.rs).
+    println!("cargo:rustc-env=CODEMODE_GUEST_STACK_BYTES={GUEST_STACK_BYTES}");
 }
 
 /// `cargo <subcommand>` on the generated guest manifest for `wasm32-wasip1` in release, in the

@@ -32,6 +32,11 @@ pub const MAX_OUTPUT_BYTES: u64 = 1 << 53;
 pub const DEFAULT_MEMORY_MB: u64 = 512;
 /// The memory budget's ceiling, in MiB: all that wasm32 addresses.
 pub const MAX_MEMORY_MB: u64 = 4096;
+/// The ceiling of the memory all runs in progress may hold at once (`--max-memory-mb`), in MiB.
+pub const MAX_MEMORY_CAP_MB: u64 = 1_048_576;
+/// `--max-memory-mb` by default where the machine's memory is unknown, in MiB (elsewhere half
+/// the machine's memory).
+pub const MEMORY_CAP_MB_WHEN_UNKNOWN: u64 = 2048;
 /// [`MAX_MEMORY_MB`] in bytes: the largest linear memory any run may have.
 pub const MAX_MEMORY_BYTES: u64 = MAX_MEMORY_MB * 1024 * 1024;
 

@@ -13,6 +13,8 @@ mod bridge;
 pub mod builtins;
 mod completion;
 pub mod config;
+#[cfg(test)]
+mod documented_limits;
 pub mod durable;
 mod engine;
 mod explain;

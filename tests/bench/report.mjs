@@ -173,8 +173,9 @@ function render(results) {
   lines.push('# Benchmarks', '');
   lines.push(
     `Produced by \`tests/bench/run-all.sh\` on ${new Date().toISOString()} at revision ${gitRevision()}. ` +
-      'Every number was measured on the machine below in that one invocation; nothing is estimated ' +
-      'or carried over. Re-run the script to refresh this file.',
+      'Every number in the tables up to "How each system was measured" was measured on the machine below ' +
+      'in that one invocation; nothing is estimated or carried over. Re-run the script to refresh them. ' +
+      `The last section, [Where the time goes](#where-the-time-goes), is written by hand and kept as it is.`,
     '',
   );
   lines.push('Sources (one JSON object each):', '');
@@ -339,7 +340,23 @@ function render(results) {
   return lines.join('\n');
 }
 
+// The hand-written section at the end of the repository's BENCHMARKS.md, from its heading on,
+// carried into the new report as it is.
+const KEPT_HEADING = '## Where the time goes';
+
+function keptSection(path) {
+  let text;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+  const at = text.indexOf(`\n${KEPT_HEADING}\n`);
+  return at === -1 ? '' : text.slice(at + 1);
+}
+
 const { out, files } = parseArgs(process.argv.slice(2));
 const results = load(files);
-writeFileSync(out, render(results));
+const kept = keptSection(join(root, 'BENCHMARKS.md'));
+writeFileSync(out, kept ? `${render(results)}\n${kept}` : render(results));
 console.error(`wrote ${relative(process.cwd(), out) || out}`);

@@ -24,7 +24,7 @@ use crate::run::{Outcome, RunState, Stop};
 const MAX_CALL_FRAME: usize = 256 * 1024 * 1024;
 /// Most calls in flight at once, and most timers armed at once, per run.
 pub const MAX_IN_FLIGHT: usize = 100_000;
-const MAX_TIMERS: usize = 100_000;
+pub(crate) const MAX_TIMERS: usize = 100_000;
 /// Longest binding namespace or member name a call frame may carry.
 const MAX_NAME_BYTES: usize = 4096;
 /// Most binding calls one run may make; past it the run fails (a runaway loop, not a program).
@@ -34,9 +34,9 @@ pub const MAX_CALLS_PER_RUN: usize = 100_000;
 /// per byte of JSON it parses, and per byte of randomness it makes: work a program causes
 /// outside wasm is paid from the same compute budget as its own (at `FUEL_PER_MS`, 1 fuel is
 /// 12.5 ps: copying costs the host about 0.2 ns a byte, parsing 3 ns, randomness 1.5 ns).
-const COPY_FUEL_PER_BYTE: u64 = 15;
-const PARSE_FUEL_PER_BYTE: u64 = 230;
-const RANDOM_FUEL_PER_BYTE: u64 = 115;
+pub(crate) const COPY_FUEL_PER_BYTE: u64 = 15;
+pub(crate) const PARSE_FUEL_PER_BYTE: u64 = 230;
+pub(crate) const RANDOM_FUEL_PER_BYTE: u64 = 115;
 
 /// Charges `bytes × per_byte` fuel before the host does that work; a program that cannot pay
 /// stops with its compute budget spent. (Engines without fuel, for measurements, charge

@@ -151,7 +151,7 @@ pub struct BudgetArgs {
     /// Most memory, in MiB, that the runs in progress may hold at once (the sum of their
     /// --memory-mb budgets); a run beyond it waits for others to end, within its wall budget,
     /// then fails as a timeout. Default: half the machine's memory, and at least --memory-mb.
-    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=config::MAX_MEMORY_CAP_MB))]
     pub max_memory_mb: Option<u64>,
     /// Most tool calls of one program running at once (concurrency-safe tools only).
     #[arg(long, default_value_t = DEFAULT_MAX_PARALLEL_SUB_CALLS as u32, value_parser = clap::value_parser!(u32).range(1..))]
@@ -182,7 +182,7 @@ impl BudgetArgs {
     pub fn memory_cap_mb(&self) -> u64 {
         self.max_memory_mb.unwrap_or_else(|| {
             physical_memory_mb()
-                .map_or(2048, |total| total / 2)
+                .map_or(config::MEMORY_CAP_MB_WHEN_UNKNOWN, |total| total / 2)
                 .max(self.memory_mb)
         })
     }

@@ -16,7 +16,7 @@
 //! wasmtime's fuel counts each block as it runs, keeps the count in a register that every call
 //! saves and reloads, and tests it at each function entry and loop header; this meter does one
 //! subtraction in memory at each check point and tests only some of them, which is about a
-//! fifth of the time of a call-heavy program (see `GUIDE.md`).
+//! fifth of the time of a call-heavy program (see `BENCHMARKS.md`).
 
 use wasm_encoder::reencode::{self, Reencode};
 use wasm_encoder::{

@@ -48,6 +48,8 @@ pub(crate) use outcome::{failure_before_start, failure_from_stop};
 pub(crate) use pause::pristine_memory;
 pub use state::RunState;
 pub(crate) use state::{enforce_memory_budget, record_name};
+#[cfg(test)]
+pub(crate) use state::{MAX_REJECTION_BYTES, RECORD_NAME_BYTES};
 
 use admission::admit;
 use event_loop::drive;

@@ -592,11 +592,11 @@ impl RunState {
 }
 
 /// Longest name kept in a call record: records live as long as the run, outside the ledger.
-const RECORD_NAME_BYTES: usize = 128;
+pub(crate) const RECORD_NAME_BYTES: usize = 128;
 
 /// Longest rejection message delivered to the program: a tool's error text, kept in host memory
 /// until the guest reads it.
-const MAX_REJECTION_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_REJECTION_BYTES: usize = 64 * 1024;
 
 /// A name as records and messages keep it: at most `RECORD_NAME_BYTES`, cut on a character.
 pub(crate) fn record_name(name: &str) -> String {
