@@ -589,7 +589,11 @@ async fn a_planted_temporary_directory_does_not_stop_the_sandbox() {
         let _ = std::fs::create_dir(dir);
     }
     let rig = sandbox_with(SandboxOptions::default());
-    let tmp = output(&rig, "echo made > /tmp/mine && cat /tmp/mine && ls -a /tmp | grep -c codemode-sandbox-").await;
+    let tmp = output(
+        &rig,
+        "echo made > /tmp/mine && cat /tmp/mine && ls -a /tmp | grep -c codemode-sandbox-",
+    )
+    .await;
     assert_eq!(tmp, "made\n0\n");
     for dir in &planted {
         let _ = std::fs::remove_dir(dir);
