@@ -190,9 +190,7 @@ impl RunState {
         let Some(call) = self.pausing.remove(&id) else {
             return;
         };
-        let argument_bytes = self.open_calls.get(&id).map_or(0, |o| o.argument_bytes);
         if !call.approval {
-            self.held.release(argument_bytes);
             let frame = self.delivery_for(id, reply);
             self.ready.push_back(frame);
             return;
@@ -202,7 +200,7 @@ impl RunState {
                 Some(f) => {
                     // Written by `json::to_string` at the call: parses back.
                     let args = json::parse(call.arguments.as_bytes()).unwrap_or(Value::Null);
-                    self.run_binding(id, &f, args, argument_bytes);
+                    self.run_binding(id, &f, args);
                     return;
                 }
                 None => format!(
@@ -213,7 +211,6 @@ impl RunState {
             Ok(_) => format!("tool \"{}\" was not approved", record_name(&call.name)),
             Err(message) => message,
         };
-        self.held.release(argument_bytes);
         let frame = self.delivery_for(id, Err(denial));
         self.ready.push_back(frame);
     }

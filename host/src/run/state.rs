@@ -35,19 +35,19 @@ pub(super) struct Completion {
     pub(super) held: usize,
 }
 
-/// `call`'s answer, once it comes, charged to `held` in place of the arguments it was made
-/// with (`argument_bytes`, which the binding has dropped by then). An answer that does not fit
-/// is freed at once and replaced by a short message: the account is overdrawn, so the run is
-/// failing, and nothing of the answer would reach the program anyway.
+/// `call`'s answer, once it comes, charged to `held` beside the call's arguments, which stay
+/// charged until the program takes the answer: released as soon as they are freed, they would
+/// let a program that computes without awaiting its calls make new ones while the memory the
+/// old ones took is still the host's. An answer that does not fit is freed at once and
+/// replaced by a short message: the account is overdrawn, so the run is failing, and nothing
+/// of the answer would reach the program anyway.
 fn charged(
     id: u32,
     call: futures::future::BoxFuture<'static, Result<Value, String>>,
     held: Arc<HeldMemory>,
-    argument_bytes: usize,
 ) -> CallFuture {
     Box::pin(async move {
         let answer = call.await;
-        held.release(argument_bytes);
         let bytes = answer_bytes(&answer);
         if held.charge(bytes) {
             return Completion {
@@ -450,27 +450,21 @@ impl RunState {
         self.held.charge(argument_bytes);
     }
 
-    /// Records how call `id` ended. Its arguments were released already: by its binding's
-    /// answer (`charged`), or by the answer to a pausing call (`answer`).
+    /// Records how call `id` ended, as its answer goes to the program: its arguments are no
+    /// longer held for it.
     fn finish_call(&mut self, id: u32, outcome: CallOutcome) {
         if let Some(open) = self.open_calls.remove(&id) {
+            self.held.release(open.argument_bytes);
             if let Some(record) = self.calls.get_mut(open.slot) {
                 record.outcome = outcome;
             }
         }
     }
 
-    /// Starts binding `f` for call `id` now, its answer charged in place of its arguments.
-    pub(super) fn run_binding(
-        &mut self,
-        id: u32,
-        f: &BindingFn,
-        args: Value,
-        argument_bytes: usize,
-    ) {
+    /// Starts binding `f` for call `id` now, its answer charged when it comes.
+    pub(super) fn run_binding(&mut self, id: u32, f: &BindingFn, args: Value) {
         let future = f(args, self.call_controller.signal());
-        self.in_flight
-            .push(charged(id, future, self.held.clone(), argument_bytes));
+        self.in_flight.push(charged(id, future, self.held.clone()));
     }
 
     /// The next delivery decided at call time, for a caller that drives the guest itself (the
@@ -511,7 +505,7 @@ impl RunState {
             return;
         }
         // The call starts now (not when the program awaits it), so `Promise.all` overlaps.
-        self.run_binding(id, &f, args, argument_bytes);
+        self.run_binding(id, &f, args);
     }
 
     pub(crate) fn arm_timer(&mut self, id: u32, at: Instant) {
