@@ -493,7 +493,12 @@ fn an_unprivileged_codemodes_commands_leave_its_home_alone() {
     chown_tree(&home);
     chown_tree(&workspace);
     std::fs::set_permissions(home.join(".bashrc"), std::fs::Permissions::from_mode(0o644)).unwrap();
-    let script = "chmod 0666 ~/.bashrc; echo chmod=$?; echo x >> ~/.bashrc; echo append=$?; cat ~/.aws/credentials ~/.local/state/codemode/key; cp /bin/sh sh; chmod u+s sh; echo setuid=$?; id -u";
+    // The other reproductions as this user: metadata and writes outside, set-user-id bits,
+    // other socket families, keyrings, and a process left behind (seen from here afterwards).
+    let script = "chmod 0666 ~/.bashrc; echo chmod=$?; echo x >> ~/.bashrc; echo append=$?; touch -d 2001-01-01 ~/.bashrc; echo times=$?; \
+        cat ~/.aws/credentials ~/.local/state/codemode/key; cp /bin/sh sh; chmod u+s sh; echo setuid=$?; \
+        python3 -c 'import socket, ctypes\nfor f in (\"AF_VSOCK\", \"AF_NETLINK\"):\n    try:\n        socket.socket(getattr(socket, f), socket.SOCK_DGRAM); print(f, \"made\")\n    except OSError as e:\n        print(f, \"refused\")\nprint(\"keyctl\", ctypes.CDLL(None).syscall(250, 0, -3, 0))'; \
+        setsid -f sleep 1000.49; id -u";
     let program = format!(
         "return (await tools.bash({{ command: {}, description: 'Try' }})).output;",
         serde_json::to_string(script).unwrap()
@@ -519,7 +524,23 @@ fn an_unprivileged_codemodes_commands_leave_its_home_alone() {
         !seen.contains("chmod=0\n") && !seen.contains("append=0\n"),
         "{seen}"
     );
-    assert!(!seen.contains("setuid=0\n"), "{seen}");
+    assert!(
+        !seen.contains("setuid=0\n") && !seen.contains("times=0\n"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("AF_VSOCK refused") && seen.contains("AF_NETLINK refused"),
+        "{seen}"
+    );
+    assert!(seen.contains("keyctl -1"), "{seen}");
+    let left = (0..1500).all(|_| {
+        let alive = !running(&["sleep", "1000.49"]).is_empty();
+        if alive {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        alive
+    });
+    assert!(!left, "a process outlived its call");
     assert!(
         !seen.contains("aws-credential") && !seen.contains("kkkk"),
         "{seen}"
