@@ -11,24 +11,23 @@
 
 mod bridge;
 pub mod builtins;
-mod completion;
 pub mod config;
 #[cfg(test)]
 mod documented_limits;
 pub mod durable;
 mod engine;
-mod explain;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod meter;
-pub mod preflight;
 mod preinit;
 mod preparing;
 mod run;
 mod runtime;
-mod source;
-pub mod strip;
 mod wasm_rewrite;
+
+// The TypeScript front-end, under the paths the sandbox and its users have always named.
+pub use codemode_typescript::{preflight, strip};
+use codemode_typescript::{completion, explain, source};
 
 pub use config::{BudgetError, Budgets, FUEL_PER_MS};
 pub use durable::Durability;

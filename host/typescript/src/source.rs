@@ -15,13 +15,15 @@ pub(crate) const BASE: u32 = 1;
 /// Why a program does not parse, in swc's words, and where (a byte offset in the wrapped
 /// text, when swc says).
 #[derive(Debug, Clone)]
-pub(crate) struct SyntaxError {
+pub struct SyntaxError {
+    /// swc's message.
     pub message: String,
+    /// Where, as a byte offset in the wrapped text.
     pub at: Option<usize>,
 }
 
 /// A parsed program: its statements and the wrapped text their spans index.
-pub(crate) struct Source {
+pub struct Source {
     /// The wrapped text the spans index (after [`BASE`]).
     wrapped: String,
     /// The program's top-level statements.
@@ -33,7 +35,7 @@ pub(crate) struct Source {
 impl Source {
     /// Parses `program` as a function body. Any error swc reports refuses it, also one it
     /// could recover from: the first is returned.
-    pub(crate) fn parse(program: &str) -> Result<Self, SyntaxError> {
+    pub fn parse(program: &str) -> Result<Self, SyntaxError> {
         let wrapped = format!("{PREFIX}{program}{SUFFIX}");
         let too_long = || SyntaxError {
             message: "program is too long to parse".into(),
@@ -77,28 +79,28 @@ impl Source {
     }
 
     /// The wrapped text the spans index (from [`BASE`]).
-    pub(crate) fn wrapped(&self) -> &str {
+    pub fn wrapped(&self) -> &str {
         &self.wrapped
     }
 
     /// The program as written.
-    pub(crate) fn program(&self) -> &str {
+    pub fn program(&self) -> &str {
         program_of(&self.wrapped)
     }
 
     /// The byte offset in the wrapped text of a 1-based line and column of the program
     /// (columns count characters; lines end as Boa's do, see [`line_starts`]).
-    pub(crate) fn offset_of(&self, line: u32, column: u32) -> Option<usize> {
+    pub fn offset_of(&self, line: u32, column: u32) -> Option<usize> {
         offset_in(self.program(), &self.starts, line, column).map(|at| PREFIX.len() + at)
     }
 
     /// The 1-based line and column of a span's start in the program.
-    pub(crate) fn position(&self, span: Span) -> (u32, u32) {
+    pub fn position(&self, span: Span) -> (u32, u32) {
         self.position_of(span.lo)
     }
 
     /// The 1-based line and column of a position in the program.
-    pub(crate) fn position_of(&self, at: BytePos) -> (u32, u32) {
+    pub fn position_of(&self, at: BytePos) -> (u32, u32) {
         let program = self.program();
         let offset = ((at.0.saturating_sub(BASE)) as usize)
             .saturating_sub(PREFIX.len())
@@ -110,7 +112,7 @@ impl Source {
     }
 
     /// The text a span covers.
-    pub(crate) fn text(&self, span: Span) -> &str {
+    pub fn text(&self, span: Span) -> &str {
         let lo = (span.lo.0.saturating_sub(BASE)) as usize;
         let hi = (span.hi.0.saturating_sub(BASE)) as usize;
         self.wrapped.get(lo..hi).unwrap_or("")

@@ -83,7 +83,8 @@ pub fn check_parsed(parsed: &Parsed, namespaces: &[Namespace]) -> Vec<Problem> {
     check_source(&parsed.0, namespaces)
 }
 
-pub(crate) fn check_source(source: &Source, namespaces: &[Namespace]) -> Vec<Problem> {
+/// The problems of the statically known calls in `source` to `namespaces`' tools.
+pub fn check_source(source: &Source, namespaces: &[Namespace]) -> Vec<Problem> {
     let globals: Vec<&str> = namespaces.iter().map(|ns| ns.global.as_str()).collect();
     let mut found: Vec<(usize, swc_common::Span, String)> = Vec::new();
     let untrusted = calls::find(&source.body, &globals, |call| {

@@ -18,7 +18,7 @@ use codemode_runtime::ledger;
 use locate::{Located, Site};
 
 /// The binding namespaces a program was given, with their members (`tools` → its tool names).
-pub(crate) type Vocabulary = std::sync::Arc<crate::preflight::Namespaces>;
+pub type Vocabulary = std::sync::Arc<crate::preflight::Namespaces>;
 
 /// Longest expression quoted in a message; longer ones are cut with `…`.
 const MAX_QUOTED_CHARS: usize = 60;
@@ -30,7 +30,7 @@ const MAX_LISTED: usize = 30;
 /// Rewrites `result`'s failure (or adds the missing-`return` hint) when the program text says
 /// more than the engine did. Output stays within `max_output_bytes`: a longer message that
 /// would not fit is not used.
-pub(crate) async fn explain(
+pub async fn explain(
     program: &str,
     vocabulary: Vocabulary,
     result: &mut RunResult,

@@ -17,13 +17,14 @@ const RETURN: &str = "return ";
 /// Where `return ` goes: the 1-based line and column of the program's last statement when it
 /// is an expression (not a directive such as a lone `"use strict"` at the top).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Completion {
+pub struct Completion {
     line: u32,
     column: u32,
 }
 
 impl Completion {
-    pub(crate) fn of(source: &Source) -> Option<Self> {
+    /// Where `source`'s last statement, an expression, begins; `None` when it is no expression.
+    pub fn of(source: &Source) -> Option<Self> {
         let Stmt::Expr(last) = source.body.last()? else {
             return None;
         };
@@ -37,7 +38,7 @@ impl Completion {
 
     /// `program` (the stripped JavaScript, whose lines and columns are the TypeScript's) with
     /// `return ` in front of its last expression; `None` if that place is not in it.
-    pub(crate) fn apply(self, program: &str) -> Option<String> {
+    pub fn apply(self, program: &str) -> Option<String> {
         let starts = source::line_starts(program);
         let at = source::offset_in(program, &starts, self.line, self.column)?;
         let mut out = String::with_capacity(program.len() + RETURN.len());
@@ -48,7 +49,7 @@ impl Completion {
     }
 
     /// Moves a failure's position on the changed line back to the program as written.
-    pub(crate) fn restore_position(self, result: &mut RunResult) {
+    pub fn restore_position(self, result: &mut RunResult) {
         let Some(error) = &mut result.error else {
             return;
         };

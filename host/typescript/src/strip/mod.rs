@@ -125,7 +125,7 @@ fn inline_fits(bytes: usize, nesting: usize) -> bool {
 /// for short programs, else on a thread of its own with the deep-parse stack, at most
 /// [`DEEP_PARSES`] at a time, while the caller's task waits without blocking its worker.
 /// `None` when no thread could be started.
-pub(crate) async fn with_parser_stack<T: Send + 'static>(
+pub async fn with_parser_stack<T: Send + 'static>(
     program: &str,
     work: impl FnOnce(&str) -> T + Send + 'static,
 ) -> Option<T> {
@@ -186,7 +186,7 @@ pub async fn strip_types_async(program: &str) -> Result<String, StripError> {
 
 /// [`strip_types_async`], then `then` on the parsed program (a walk of swc's tree), in the
 /// same trip to a parser stack; `then` runs only when stripping succeeded.
-pub(crate) async fn strip_types_then<T: Send + 'static>(
+pub async fn strip_types_then<T: Send + 'static>(
     program: &str,
     then: impl FnOnce(&Source) -> T + Send + 'static,
 ) -> Result<(String, T), StripError> {
