@@ -317,7 +317,7 @@ fn cache_path(engine: &Engine, interruption: Interruption) -> Option<PathBuf> {
     CACHE_FORMAT.hash(&mut hasher);
     // The meter is in the module, not in the engine's configuration.
     if interruption.fuel() {
-        crate::meter::instrument::VERSION.hash(&mut hasher);
+        codemode_rewrite::meter::VERSION.hash(&mut hasher);
     }
     let key = format!(
         "guest-{}-{:016x}.cwasm",
@@ -496,7 +496,7 @@ fn load_module(
         }
     };
     let wasm = if interruption.fuel() {
-        crate::meter::instrument::instrument(&prepared.wasm, &prepared.warm)
+        codemode_rewrite::meter::instrument(&prepared.wasm, &prepared.warm)
             .map_err(EngineError::meter)?
     } else {
         prepared.wasm
@@ -521,7 +521,7 @@ pub fn module_from_disk_cache() -> Option<bool> {
 #[cfg(feature = "bench")]
 pub fn compile(bytes: &[u8]) -> Result<Module, EngineError> {
     let shared = shared()?;
-    let metered = crate::meter::instrument::instrument(bytes, &[]).map_err(EngineError::meter)?;
+    let metered = codemode_rewrite::meter::instrument(bytes, &[]).map_err(EngineError::meter)?;
     Module::new(&shared.engine, &metered).map_err(EngineError::compile)
 }
 
@@ -541,6 +541,37 @@ mod tests {
             .count();
         // A run of the profile's program calls some 60 of the table's ~1,500 functions.
         assert!((20..300).contains(&warm), "{warm} warm functions");
+    }
+
+    /// The guest's mutable globals (its stack pointer at least) are what a pause keeps beside
+    /// its memory: the rewrite that exports them applies to the real guest.
+    #[test]
+    fn the_guest_gains_an_export_per_mutable_global() {
+        use codemode_rewrite::globals::{export_mutable_globals, EXPORT_PREFIX};
+        let rewritten = export_mutable_globals(GUEST_WASM).expect("rewrites");
+        let exports = |wasm: &[u8]| -> Vec<String> {
+            let mut names = Vec::new();
+            for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+                if let Ok(wasmparser::Payload::ExportSection(reader)) = payload {
+                    names.extend(
+                        reader
+                            .into_iter()
+                            .filter_map(|e| e.ok())
+                            .map(|e| e.name.to_owned()),
+                    );
+                }
+            }
+            names
+        };
+        let before = exports(GUEST_WASM);
+        let after = exports(&rewritten);
+        assert!(after.starts_with(&before));
+        let added = &after[before.len()..];
+        assert!(
+            !added.is_empty(),
+            "the stack pointer at least is a mutable global"
+        );
+        assert!(added.iter().all(|n| n.starts_with(EXPORT_PREFIX)));
     }
 
     #[test]

@@ -23,11 +23,10 @@ mod preinit;
 mod preparing;
 mod run;
 mod runtime;
-mod wasm_rewrite;
 
 // The TypeScript front-end, under the paths the sandbox and its users have always named.
-pub use codemode_typescript::{preflight, strip};
 use codemode_typescript::{completion, explain, source};
+pub use codemode_typescript::{preflight, strip};
 
 pub use config::{BudgetError, Budgets, FUEL_PER_MS};
 pub use durable::Durability;

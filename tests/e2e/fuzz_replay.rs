@@ -156,6 +156,11 @@ fn raw_guest() {
 }
 
 #[test]
+fn rewrite() {
+    replay("rewrite", fuzz_targets::rewrite, 5_000, 4_096, 5);
+}
+
+#[test]
 fn programs() {
     replay("programs", fuzz_targets::programs, 400, 512, 4);
 }

@@ -5,11 +5,13 @@
 //! Each target takes arbitrary bytes and panics only when a property the sandbox promises is
 //! broken: a decoder that panics or disagrees with its encoder, a run that ends without exactly
 //! one typed outcome, output past the ledger's cap, a reply delivered twice or for a call never
-//! accepted, a binding handed arguments that are not lossless JSON.
+//! accepted, a binding handed arguments that are not lossless JSON, a module rewrite that panics or
+//! returns a module that does not validate.
 
 mod frames;
 mod programs;
 mod raw_guest;
+mod rewrite;
 mod strip;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +27,7 @@ use serde_json::Value;
 pub use frames::frames;
 pub use programs::{program_text, programs};
 pub use raw_guest::{guest_wat, raw_guest};
+pub use rewrite::rewrite;
 pub use strip::strip;
 
 /// The budgets every fuzzed run gets: small, so that an execution takes milliseconds.

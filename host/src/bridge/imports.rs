@@ -523,7 +523,7 @@ pub fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunState>> {
 // nothing but a yield of the meter (or of an epoch deadline, on the engines that measure it).
 fn define(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
     const M: &str = "codemode";
-    let (module, name) = crate::meter::instrument::EXHAUSTED_IMPORT;
+    let (module, name) = codemode_rewrite::meter::EXHAUSTED_IMPORT;
     linker.func_wrap_async(module, name, |caller, (): ()| {
         Box::new(crate::meter::on_exhausted(caller))
     })?;

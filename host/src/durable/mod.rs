@@ -4,14 +4,13 @@
 //! Between `cm_run`/`cm_deliver` calls the guest's stack is empty, so its whole state is its
 //! linear memory and its mutable globals. A pause keeps the memory pages that differ from the
 //! pre-initialised image (`memory.rs`), the globals the pre-initialisation pipeline exports
-//! (`globals.rs`) and the host's side of the run (open calls, timers, ledger, logs, budgets
+//! (`codemode_rewrite::globals`) and the host's side of the run (open calls, timers, ledger, logs, budgets
 //! spent) in one authenticated record (`record.rs`), in a [`StateStore`]. A resume refuses a
 //! run already consumed, reads the record only when it is within [`MAX_RECORD_BYTES`], checks
 //! its tag, build and bounds, claims it (a run is resumed at most once), restores a fresh
 //! instance and delivers the answers.
 
 mod document;
-pub(crate) mod globals;
 mod key;
 pub(crate) mod memory;
 #[cfg(feature = "s3")]

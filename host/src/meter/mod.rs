@@ -1,7 +1,7 @@
 //! The compute meter: fuel counted by the guest's own code, in a global the host fills.
 //!
 //! A run's compute budget is fuel ([`crate::config::FUEL_PER_MS`] to the millisecond). The
-//! metered module (see [`instrument`]) subtracts each region's cost from its fuel global at
+//! metered module (`codemode_rewrite::meter`) subtracts each region's cost from its fuel global at
 //! the region's check point and, at the check points that test it, calls the host once the
 //! global is below zero. The host keeps
 //! the rest of the budget *outside* the global and hands it over a slice of [`SLICE`] at a
@@ -10,8 +10,6 @@
 //! run's task may give its thread back. What is left is always the global plus what is
 //! outside, so the fuel a run burns does not depend on how it was sliced: the same program
 //! given the same replies burns the same fuel on any machine.
-
-pub(crate) mod instrument;
 
 use wasmtime::{AsContextMut, Caller, Global, Instance, Store, Trap, Val};
 
@@ -44,7 +42,7 @@ impl Meter {
 
 /// Finds the fuel global of a freshly instantiated guest, for the meter (if the run has one).
 pub(crate) fn attach(store: &mut Store<RunState>, instance: &Instance) {
-    let global = instance.get_global(&mut *store, instrument::FUEL_EXPORT);
+    let global = instance.get_global(&mut *store, codemode_rewrite::meter::FUEL_EXPORT);
     if let Some(meter) = store.data_mut().meter.as_mut() {
         meter.global = global;
     }
@@ -74,7 +72,7 @@ fn balance(store: &mut impl AsContextMut<Data = RunState>) -> i128 {
 /// Fuel the run has left (none on an unmetered engine). The global may be below zero: a check
 /// point that only subtracts, or a host charge, leaves it there until the next test, and a
 /// guest that returns to the host before one has spent up to that much past its budget (at
-/// most `instrument::UNTESTED_LIMIT` operators per frame it returns through); what it has
+/// most `codemode_rewrite::meter`'s untested limit operators per frame it returns through); what it has
 /// left is then none.
 pub(crate) fn left(store: &mut impl AsContextMut<Data = RunState>) -> u64 {
     u64::try_from(balance(store).max(0)).unwrap_or(u64::MAX)
@@ -146,7 +144,7 @@ pub(crate) async fn on_exhausted(mut caller: Caller<'_, RunState>) -> wasmtime::
     if meter.global.is_none() {
         // A start function, running before the host could look the global up.
         let global = caller
-            .get_export(instrument::FUEL_EXPORT)
+            .get_export(codemode_rewrite::meter::FUEL_EXPORT)
             .and_then(|export| export.into_global());
         let Some(global) = global else {
             return Err(wasmtime::Error::msg(

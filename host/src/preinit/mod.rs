@@ -71,7 +71,7 @@ pub(crate) fn preinitialize(
     // Only the metered module uses the profile; without it (another engine, or a rewrite that
     // fails or does not compile) Wizer runs its own module and nothing else changes.
     let noted = if interruption.fuel() {
-        warm::noting(&instrumented)
+        codemode_rewrite::noting::noting(&instrumented)
             .and_then(|noted| wasmtime::Module::new(engine, &noted).map_err(|e| format!("{e:#}")))
     } else {
         Err("only the metered module uses it".to_string())
@@ -116,7 +116,7 @@ pub(crate) fn preinitialize(
     let snapshot = futures::executor::block_on(wizer.snapshot(&cx, &mut state))
         .map_err(|e| format!("{e:#}"))?;
     // The same pipeline makes the mutable globals reachable, for pausing runs.
-    let wasm = crate::durable::globals::export_mutable_globals(&snapshot)?;
+    let wasm = codemode_rewrite::globals::export_mutable_globals(&snapshot)?;
     let warm = if profiling {
         warm::profile(&mut store, instance, &notes, &wasm)
     } else {

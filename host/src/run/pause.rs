@@ -35,7 +35,7 @@ pub(super) async fn pause(
         .module(&*store)
         .exports()
         .map(|e| e.name().to_owned())
-        .filter(|name| name.starts_with(crate::durable::globals::EXPORT_PREFIX))
+        .filter(|name| name.starts_with(codemode_rewrite::globals::EXPORT_PREFIX))
         .collect();
     let mut globals = Vec::with_capacity(names.len());
     for name in names {

@@ -33,7 +33,6 @@ console.log(`rows: ${rows.length}`);
 return { count: rows.length, tags: Object.fromEntries(byTag) } satisfies Record<string, unknown>;
 "#;
 
-
 /// The 200-line program `codemode bench` checks with preflight.
 const LONG_PROGRAM: &str = include_str!("../../../fixtures/workloads/preflight.ts");
 

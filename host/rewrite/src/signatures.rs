@@ -1,5 +1,5 @@
-//! What the host's rewrites of a module share (the meter, `meter::instrument`, and the warm
-//! profile's noting, `preinit::warm`): each adds one imported function after the module's own,
+//! What the host's rewrites of a module share (the meter, [`crate::meter`], and the warm
+//! profile's noting, [`crate::noting`]): each adds one imported function after the module's own,
 //! so every defined function moves up by one, and gives some bodies locals of its own.
 
 use wasm_encoder::reencode::{self, Reencode, RoundtripReencoder};
@@ -8,19 +8,20 @@ use wasmparser::{FunctionBody, Payload, TypeRef};
 
 /// The function signatures of a module, read from its sections before the code.
 #[derive(Default)]
-pub(crate) struct Signatures {
+pub struct Signatures {
     /// Parameter count of each type in the type section (all function types: the reader
     /// refuses others).
-    pub(crate) type_params: Vec<u32>,
+    pub type_params: Vec<u32>,
     /// The type index of each defined function.
-    pub(crate) function_types: Vec<u32>,
-    pub(crate) imported_functions: u32,
+    pub function_types: Vec<u32>,
+    /// How many functions the module imports (the ones before its defined functions).
+    pub imported_functions: u32,
 }
 
 impl Signatures {
     /// Takes in what `payload` declares: types, imported functions and defined functions;
     /// other payloads add nothing.
-    pub(crate) fn read(&mut self, payload: &Payload<'_>) -> wasmparser::Result<()> {
+    pub fn read(&mut self, payload: &Payload<'_>) -> wasmparser::Result<()> {
         match payload {
             Payload::TypeSection(reader) => {
                 for ty in reader.clone().into_iter_err_on_gc_types() {
@@ -45,22 +46,22 @@ impl Signatures {
     }
 
     /// How many functions the module has, imported and defined.
-    pub(crate) fn functions(&self) -> usize {
+    pub fn functions(&self) -> usize {
         self.imported_functions as usize + self.function_types.len()
     }
 
     /// The index of the added import's type: after every type the module has.
-    pub(crate) fn added_type(&self) -> u32 {
+    pub fn added_type(&self) -> u32 {
         self.type_params.len() as u32
     }
 
     /// The index of the added import: after every imported function.
-    pub(crate) fn added_function(&self) -> u32 {
+    pub fn added_function(&self) -> u32 {
         self.imported_functions
     }
 
     /// Where function `func` is in the rewritten module: defined functions move up by one.
-    pub(crate) fn moved(&self, func: u32) -> u32 {
+    pub fn moved(&self, func: u32) -> u32 {
         if func >= self.imported_functions {
             func + 1
         } else {
@@ -76,7 +77,7 @@ impl Signatures {
 
     /// The locals of `func`, the `index`th defined function, with `added` after them. A
     /// rewrite that only appends types keeps every local's type as it is.
-    pub(crate) fn locals_with(
+    pub fn locals_with(
         &self,
         index: usize,
         func: &FunctionBody<'_>,
@@ -103,9 +104,9 @@ impl Signatures {
 }
 
 /// A rewritten body's locals: the function's own, then the ones the rewrite added.
-pub(crate) struct Locals {
+pub struct Locals {
     /// Every local, as `wasm_encoder::Function::new` takes them.
-    pub(crate) all: Vec<(u32, ValType)>,
+    pub all: Vec<(u32, ValType)>,
     /// The index of the first added local.
-    pub(crate) first_added: u32,
+    pub first_added: u32,
 }

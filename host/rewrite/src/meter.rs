@@ -24,18 +24,18 @@ use wasm_encoder::{
 };
 use wasmparser::{ExternalKind, FunctionBody, Operator, Parser, TypeRef};
 
-use crate::wasm_rewrite::Signatures;
+use crate::signatures::Signatures;
 
 /// The module and name of the import a metered module calls when its global goes negative.
-pub(crate) const EXHAUSTED_IMPORT: (&str, &str) = ("codemode", "fuel_exhausted");
+pub const EXHAUSTED_IMPORT: (&str, &str) = ("codemode", "fuel_exhausted");
 
 /// Which rewrite a compiled module carries, its warm exports included (they follow the
-/// profile program in `preinit::warm`): part of its cache key, so that a module compiled by an
+/// profile program in the host's `preinit::warm`): part of its cache key, so that a module compiled by an
 /// earlier meter or profile is compiled again.
-pub(crate) const VERSION: u32 = 4;
+pub const VERSION: u32 = 4;
 
 /// The export under which a metered module's fuel global is reachable from the host.
-pub(crate) const FUEL_EXPORT: &str = "codemode_fuel";
+pub const FUEL_EXPORT: &str = "codemode_fuel";
 
 /// The prefix of the exports that put the warm functions' references first.
 const WARM_EXPORT: &str = "codemode_warm_";
@@ -43,9 +43,9 @@ const WARM_EXPORT: &str = "codemode_warm_";
 /// `wasm` with the compute meter compiled in, or why it could not be (an invalid module, or
 /// one that already has the meter's exports). The functions in `warm` (indices of `wasm`) are
 /// exported ahead of the table, so that wasmtime keeps their references in each instance
-/// together (see `preinit::warm`); the list is a hint, and an index the module lacks is
+/// together (see the host's `preinit::warm`); the list is a hint, and an index the module lacks is
 /// skipped. The meter does not depend on them.
-pub(crate) fn instrument(wasm: &[u8], warm: &[u32]) -> Result<Vec<u8>, String> {
+pub fn instrument(wasm: &[u8], warm: &[u32]) -> Result<Vec<u8>, String> {
     let layout = Layout::read(wasm)?;
     let functions = layout.signatures.functions();
     let warm = warm.iter().copied().filter(|&f| (f as usize) < functions);
