@@ -11,7 +11,6 @@
 
 mod bridge;
 pub mod builtins;
-pub mod config;
 #[cfg(test)]
 mod documented_limits;
 pub mod durable;
@@ -24,6 +23,8 @@ mod preparing;
 mod run;
 mod runtime;
 
+// Budgets are the contract's; the sandbox has always named them `config`.
+pub use codemode_runtime::budgets as config;
 // The TypeScript front-end, under the paths the sandbox and its users have always named.
 use codemode_typescript::{completion, explain, source};
 pub use codemode_typescript::{preflight, strip};

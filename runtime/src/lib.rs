@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod budgets;
 pub mod code;
 pub mod held;
 /// Lossless JSON, codemode's one definition of it (the `codemode-json` crate).

@@ -1,16 +1,15 @@
-//! Budgets for a runtime: what one run may spend, checked once when the runtime is built.
+//! Budgets for a runtime: what one run may spend, checked once when the runtime is built,
+//! and the bounds every budget is held to.
 
 use std::time::Duration;
 
-use codemode_runtime::ledger::MIN_OUTPUT_BYTES;
+use crate::ledger::MIN_OUTPUT_BYTES;
 
 /// Fuel the guest burns per millisecond of Boa compute on the reference machine, so that
 /// `compute_ms` is a close, and above all deterministic, measure of busy time. The guest's
-/// meter charges each region of code for every operator it holds, whichever of them run (see
-/// `meter`), so the rate depends on what a program runs: on the 2-core reference machine
-/// (`codemode bench`) the data workload burns 38 M fuel per ms, the compute workload 49 M, the
-/// call-heavy workload 78 M and the counting loop 171 M. The constant is the call-heavy
-/// workload's, everyday JavaScript: with it `--compute-ms 1000` is 0.5–2 s of busy time.
+/// meter charges each region of code for every operator it holds, whichever of them run, so
+/// the rate depends on what a program runs (BENCHMARKS.md gives each workload's); the constant
+/// is the call-heavy workload's, everyday JavaScript.
 pub const FUEL_PER_MS: u64 = 80_000_000;
 
 /// Node clamps timers above this; the reference keeps the same ceiling for the wall clock.
