@@ -13,7 +13,6 @@ mod bridge;
 pub mod builtins;
 #[cfg(test)]
 mod documented_limits;
-pub mod durable;
 mod engine;
 #[cfg(feature = "mcp")]
 pub mod mcp;
@@ -25,6 +24,8 @@ mod runtime;
 
 // Budgets are the contract's; the sandbox has always named them `config`.
 pub use codemode_runtime::budgets as config;
+// Durable runs live in their own crate, under the path embedders have always named.
+pub use codemode_durable as durable;
 // The TypeScript front-end, under the paths the sandbox and its users have always named.
 use codemode_typescript::{completion, explain, source};
 pub use codemode_typescript::{preflight, strip};

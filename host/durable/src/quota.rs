@@ -40,17 +40,17 @@ pub async fn pausing_for<F: Future>(principal: Principal, work: F) -> F::Output 
 }
 
 /// The client the current call runs for, inside [`pausing_for`].
-pub(crate) fn current_principal() -> Option<Principal> {
+pub fn current_principal() -> Option<Principal> {
     PAUSING_FOR.try_with(Clone::clone).ok()
 }
 
 /// The quotas a store's pauses are held to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Quota {
+pub struct Quota {
     /// All paused runs of the store.
-    pub(crate) store: u64,
+    pub store: u64,
     /// The paused runs of one client, where the pause is made for one.
-    pub(crate) client: Option<u64>,
+    pub client: Option<u64>,
 }
 
 impl Default for Quota {
@@ -64,7 +64,7 @@ impl Default for Quota {
 
 /// Why a paused run was not written down.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum KeepError {
+pub enum KeepError {
     /// It does not fit a quota: the run goes on without pausing. Says which quota and what
     /// to do.
     OverQuota(String),
@@ -80,13 +80,13 @@ impl From<String> for KeepError {
 
 /// The records this process is writing, not yet listed by the store.
 #[derive(Debug, Default)]
-pub(crate) struct Writing {
+pub struct Writing {
     total: u64,
     by_owner: HashMap<String, u64>,
 }
 
 /// A record being written, counted in [`Writing`] until dropped.
-pub(crate) struct Reservation {
+pub struct Reservation {
     writing: Arc<Mutex<Writing>>,
     bytes: u64,
     owner: Option<String>,
@@ -114,7 +114,7 @@ fn mib(bytes: u64) -> String {
 /// Admits a record of `bytes` for `owner` (a principal's owner id) under `quota`, or says
 /// which quota it does not fit. The reservation counts it for other pauses of this process
 /// until it is dropped, once the record is written.
-pub(crate) async fn admit(
+pub async fn admit(
     store: &dyn StateStore,
     quota: Quota,
     writing: &Arc<Mutex<Writing>>,
@@ -184,7 +184,7 @@ pub(crate) async fn admit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durable::store::LocalStore;
+    use crate::store::LocalStore;
 
     fn scratch(name: &str) -> std::path::PathBuf {
         let dir =

@@ -13,13 +13,13 @@ use super::sealed;
 const PURPOSE: &[u8] = b"codemode state documents v1";
 
 /// `document` as kept under `name`.
-pub(crate) fn seal(key: &Key, name: &str, document: &Value) -> Result<Vec<u8>, String> {
+pub fn seal(key: &Key, name: &str, document: &Value) -> Result<Vec<u8>, String> {
     let json = codemode_runtime::json::to_string(document);
     sealed::seal(&key.derive(PURPOSE), name, json.as_bytes()).map_err(|e| e.to_string())
 }
 
 /// The document kept under `name`, once it opens under the key.
-pub(crate) fn open(key: &Key, name: &str, bytes: &[u8]) -> Result<Value, String> {
+pub fn open(key: &Key, name: &str, bytes: &[u8]) -> Result<Value, String> {
     let json = sealed::open(&key.derive(PURPOSE), name, bytes).map_err(|e| e.to_string())?;
     codemode_runtime::json::parse(&json).map_err(|e| format!("it is not JSON: {e}"))
 }

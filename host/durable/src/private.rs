@@ -19,14 +19,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 /// The effective user id of this process: the user the state store must belong to.
-pub(crate) fn euid() -> u32 {
+pub fn euid() -> u32 {
     // SAFETY: geteuid takes no arguments, touches no memory and always succeeds (POSIX).
     unsafe { libc::geteuid() }
 }
 
 /// Who may do what to a file or directory of the store.
 #[derive(Clone, Copy)]
-pub(crate) enum Access {
+pub enum Access {
     /// No one but the owner may write it (directories, records): mode bits `022` clear.
     OwnerWrites,
     /// No one but the owner may do anything with it (the key): mode bits `077` clear.
@@ -35,7 +35,7 @@ pub(crate) enum Access {
 
 /// Refuses `meta` unless it belongs to this process's user and `access` holds. `what` names
 /// it ("the state directory", "the state key", …) in the message, which says how to fix it.
-pub(crate) fn check_owned(
+pub fn check_owned(
     meta: &std::fs::Metadata,
     path: &Path,
     what: &str,
@@ -74,15 +74,15 @@ pub(crate) fn check_owned(
 
 /// A regular file of a store directory, as [`PrivateDir::files`] lists it.
 #[derive(Debug, Clone)]
-pub(crate) struct Listed {
-    pub(crate) name: String,
-    pub(crate) modified: SystemTime,
-    pub(crate) bytes: u64,
+pub struct Listed {
+    pub name: String,
+    pub modified: SystemTime,
+    pub bytes: u64,
 }
 
 /// A directory of the store, open and checked: owned by the user, written by no one else.
 #[derive(Debug)]
-pub(crate) struct PrivateDir {
+pub struct PrivateDir {
     /// The directory's descriptor (`metadata` is `fstat`, `sync_all` is `fsync`).
     file: File,
     path: PathBuf,
@@ -122,7 +122,7 @@ fn retry(mut call: impl FnMut() -> libc::c_int) -> io::Result<libc::c_int> {
 impl PrivateDir {
     /// The state directory at `path`, checked; `None` when it does not exist and `create` is
     /// false. With `create`, a missing directory (and its missing parents) is made `0700`.
-    pub(crate) fn open(path: &Path, create: bool) -> Result<Option<Self>, String> {
+    pub fn open(path: &Path, create: bool) -> Result<Option<Self>, String> {
         if create {
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -168,13 +168,13 @@ impl PrivateDir {
     }
 
     /// Where `name` is, for messages.
-    pub(crate) fn path(&self, name: &str) -> PathBuf {
+    pub fn path(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
 
     /// The subdirectory `name`, checked as the state directory is; `None` when it does not
     /// exist and `create` is false. A missing one is made `0700` with `create`.
-    pub(crate) fn sub(&self, name: &str, create: bool) -> Result<Option<Self>, String> {
+    pub fn sub(&self, name: &str, create: bool) -> Result<Option<Self>, String> {
         let path = self.path(name);
         let what = "the state store's directory";
         if create {
@@ -230,23 +230,23 @@ impl PrivateDir {
 
     /// Opens the existing file `name` for reading, without following a symlink and without
     /// blocking on a FIFO planted at the name. The caller checks what it opened.
-    pub(crate) fn open_read(&self, name: &str) -> io::Result<File> {
+    pub fn open_read(&self, name: &str) -> io::Result<File> {
         self.open_at(name, libc::O_RDONLY | libc::O_NONBLOCK, 0)
     }
 
     /// Creates `name` for writing with `mode`; fails if anything is there already.
-    pub(crate) fn create_new(&self, name: &str, mode: libc::mode_t) -> io::Result<File> {
+    pub fn create_new(&self, name: &str, mode: libc::mode_t) -> io::Result<File> {
         self.open_at(name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, mode)
     }
 
     /// Whether anything (a file, a directory, a symlink) is at `name`.
-    pub(crate) fn exists(&self, name: &str) -> io::Result<bool> {
+    pub fn exists(&self, name: &str) -> io::Result<bool> {
         Ok(self.stat(name)?.is_some())
     }
 
     /// When the regular file `name` was last written; `None` when nothing is there, or
     /// something other than a regular file (a symlink is not followed).
-    pub(crate) fn modified(&self, name: &str) -> io::Result<Option<SystemTime>> {
+    pub fn modified(&self, name: &str) -> io::Result<Option<SystemTime>> {
         Ok(self.regular(name)?.map(|(at, _)| at))
     }
 
@@ -271,7 +271,7 @@ impl PrivateDir {
     /// Names are listed from the path and each is then read from the descriptor, so a name
     /// listed from a directory swapped in at the path is only ever looked up (and found or
     /// not) here.
-    pub(crate) fn files(&self) -> io::Result<Vec<Listed>> {
+    pub fn files(&self) -> io::Result<Vec<Listed>> {
         let mut files = Vec::new();
         for entry in std::fs::read_dir(&self.path)? {
             let Ok(name) = entry?.file_name().into_string() else {
@@ -294,7 +294,7 @@ impl PrivateDir {
 
     /// The names in this directory, unchecked: for counting what the caller then looks up
     /// elsewhere, never for opening.
-    pub(crate) fn names(&self) -> io::Result<Vec<String>> {
+    pub fn names(&self) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in std::fs::read_dir(&self.path)? {
             if let Ok(name) = entry?.file_name().into_string() {
@@ -328,7 +328,7 @@ impl PrivateDir {
     }
 
     /// Renames `from` to `to`, both in this directory (atomically replacing `to`).
-    pub(crate) fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+    pub fn rename(&self, from: &str, to: &str) -> io::Result<()> {
         let (from, to) = (c_name(from)?, c_name(to)?);
         let fd = self.file.as_raw_fd();
         // SAFETY: the descriptor is open for as long as `self` lives and both names are
@@ -337,7 +337,7 @@ impl PrivateDir {
     }
 
     /// Links `to` to the file `from` (not following a symlink); fails if `to` exists.
-    pub(crate) fn link(&self, from: &str, to: &str) -> io::Result<()> {
+    pub fn link(&self, from: &str, to: &str) -> io::Result<()> {
         let (from, to) = (c_name(from)?, c_name(to)?);
         let fd = self.file.as_raw_fd();
         // SAFETY: the descriptor is open for as long as `self` lives and both names are
@@ -346,7 +346,7 @@ impl PrivateDir {
     }
 
     /// Removes the file `name`.
-    pub(crate) fn remove(&self, name: &str) -> io::Result<()> {
+    pub fn remove(&self, name: &str) -> io::Result<()> {
         let c = c_name(name)?;
         // SAFETY: the descriptor is open for as long as `self` lives and `c` is a
         // NUL-terminated string that outlives the call.
@@ -354,13 +354,13 @@ impl PrivateDir {
     }
 
     /// Makes the directory's entries durable (after a create, rename or removal).
-    pub(crate) fn sync(&self) -> io::Result<()> {
+    pub fn sync(&self) -> io::Result<()> {
         self.file.sync_all()
     }
 }
 
 /// An error opening a name, said plainly where the plain words are known.
-pub(crate) fn why(error: &io::Error) -> String {
+pub fn why(error: &io::Error) -> String {
     if error.raw_os_error() == Some(libc::ELOOP) {
         "it is a symbolic link, which codemode does not follow there".to_owned()
     } else {
@@ -370,7 +370,7 @@ pub(crate) fn why(error: &io::Error) -> String {
 
 /// Checks the regular file `file` (opened from `dir` as `name`) is the user's own under
 /// `access`, and returns its size.
-pub(crate) fn checked_file(
+pub fn checked_file(
     file: &File,
     dir: &PrivateDir,
     name: &str,

@@ -52,7 +52,7 @@ pub enum ReferenceError {
 }
 
 /// The SHA-256 of `arguments` in canonical JSON: what a reference binds the request by.
-pub(crate) fn request_digest(arguments: &serde_json::Value) -> [u8; 32] {
+pub fn request_digest(arguments: &serde_json::Value) -> [u8; 32] {
     Sha256::digest(codemode_runtime::json::to_string_sorted(arguments).as_bytes()).into()
 }
 
@@ -68,7 +68,7 @@ fn tag(key: &[u8], body: &str, principal: &Principal, request: &[u8; 32]) -> Hma
 
 /// The reference to `run_id` for `principal` and the request whose digest is `request`, good
 /// until `expires_at_ms`.
-pub(crate) fn seal(
+pub fn seal(
     key: &[u8],
     run_id: &str,
     expires_at_ms: u64,
@@ -82,7 +82,7 @@ pub(crate) fn seal(
 
 /// The run id `reference` names, once it is found made for `principal` and `request` under
 /// `key`, and unexpired at `now_ms`.
-pub(crate) fn open(
+pub fn open(
     key: &[u8],
     reference: &str,
     principal: &Principal,

@@ -57,13 +57,13 @@ impl Principal {
     }
 
     /// The 32 bytes a `requestState`'s tag covers.
-    pub(crate) fn digest(&self) -> &[u8; 32] {
+    pub fn digest(&self) -> &[u8; 32] {
         &self.0
     }
 
     /// The name the store keeps this principal's paused runs under: 128 bits of an HMAC under
     /// the state key, in hex (the shape of a run id, so every check of names holds for it).
-    pub(crate) fn owner_id(&self, key: &[u8]) -> String {
+    pub fn owner_id(&self, key: &[u8]) -> String {
         let mut tag = mac(key);
         tag.update(OWNER_CONTEXT);
         tag.update(&self.0);

@@ -19,7 +19,7 @@ const TAG: usize = 16;
 
 /// Why sealed bytes do not open.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum SealError {
+pub enum SealError {
     /// Not sealed by this version of codemode (an older document, or anything else).
     #[error("it is not sealed the way this codemode seals (written by an earlier version, or by something else)")]
     Foreign,
@@ -43,7 +43,7 @@ fn associated(name: &str) -> Vec<u8> {
 }
 
 /// `plaintext`, sealed under `key` to be kept as `name`.
-pub(crate) fn seal(key: &[u8; 32], name: &str, plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
+pub fn seal(key: &[u8; 32], name: &str, plaintext: &[u8]) -> Result<Vec<u8>, SealError> {
     let mut nonce = [0u8; NONCE];
     getrandom::fill(&mut nonce).map_err(|e| SealError::Random(e.to_string()))?;
     let aad = associated(name);
@@ -64,7 +64,7 @@ pub(crate) fn seal(key: &[u8; 32], name: &str, plaintext: &[u8]) -> Result<Vec<u
 }
 
 /// The plaintext of `bytes`, sealed under `key` as `name`.
-pub(crate) fn open(key: &[u8; 32], name: &str, bytes: &[u8]) -> Result<Vec<u8>, SealError> {
+pub fn open(key: &[u8; 32], name: &str, bytes: &[u8]) -> Result<Vec<u8>, SealError> {
     let rest = bytes.strip_prefix(MAGIC).ok_or(SealError::Foreign)?;
     if rest.len() < NONCE + TAG {
         return Err(SealError::NotAuthentic);

@@ -41,7 +41,7 @@ impl Key {
     /// A key for `purpose` alone, derived with HKDF-SHA256: what one use of the state key
     /// learns or leaks says nothing of another's key, and a key of the environment (any
     /// string of 32 characters or more) is made uniform first.
-    pub(crate) fn derive(&self, purpose: &[u8]) -> [u8; 32] {
+    pub fn derive(&self, purpose: &[u8]) -> [u8; 32] {
         let hkdf = hkdf::Hkdf::<sha2::Sha256>::new(Some(DERIVE_SALT), &self.0);
         let mut derived = [0u8; 32];
         // HKDF-SHA256 refuses only more than 255 × 32 = 8,160 bytes: 32 cannot fail.

@@ -86,14 +86,14 @@ pub struct Records {
 
 impl Records {
     /// Counts a record of `bytes`; false once the sum is past `stop_past`.
-    pub(crate) fn count(&mut self, run_id: &str, bytes: u64, stop_past: u64) -> bool {
+    pub fn count(&mut self, run_id: &str, bytes: u64, stop_past: u64) -> bool {
         self.sizes.insert(run_id.to_owned(), bytes);
         self.total = self.total.saturating_add(bytes);
         self.total <= stop_past
     }
 
     /// The run id of a name under `runs/` that is a record, `<id>.run`.
-    pub(crate) fn record_id(name: &str) -> Option<&str> {
+    pub fn record_id(name: &str) -> Option<&str> {
         name.strip_suffix(".run").filter(|id| is_run_id(id))
     }
 }
@@ -118,7 +118,7 @@ pub struct Swept {
 
 /// What a file of the store is, from its name; `None` for a name the store never writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kept {
+pub enum Kept {
     Record,
     Mark,
     /// Whose a paused run is: lives as long as a record, and is not one.
@@ -129,7 +129,7 @@ impl Kept {
     /// A name under `runs/` or `tasks/`: `<id>.run`, a task's `<id>.task` or `<id>.lease`, a
     /// mark of earlier versions `<id>.resumed`, or an interrupted write's `<id>.run.<pid>.tmp`
     /// (or `.task.<pid>.tmp`, `.lease.<pid>.tmp`). A task counts as a record: it lives as long.
-    pub(crate) fn of_run_file(name: &str) -> Option<Self> {
+    pub fn of_run_file(name: &str) -> Option<Self> {
         let (id, rest) = name.split_once('.')?;
         if !is_run_id(id) {
             return None;
@@ -149,13 +149,13 @@ impl Kept {
 
     /// A note of whose a run is, `<owner id>.<run id>` (a local store's `owners/`): it lives
     /// as long as the record it notes.
-    pub(crate) fn of_owner_note(name: &str) -> Option<Self> {
+    pub fn of_owner_note(name: &str) -> Option<Self> {
         let (owner, run_id) = name.split_once('.')?;
         (is_run_id(owner) && is_run_id(run_id)).then_some(Kept::Note)
     }
 
     /// Whether a file of this kind last written `at` is past `cutoffs`.
-    pub(crate) fn is_past(self, at: SystemTime, cutoffs: &Cutoffs) -> bool {
+    pub fn is_past(self, at: SystemTime, cutoffs: &Cutoffs) -> bool {
         at < match self {
             Kept::Record | Kept::Note => cutoffs.records,
             Kept::Mark => cutoffs.marks,
@@ -196,7 +196,7 @@ const CONSUMED: &str = "consumed";
 const TASKS: &str = "tasks";
 const OWNERS: &str = "owners";
 /// Written at the end of each sweep; its modification time is the sweep's.
-pub(crate) const SWEPT: &str = "swept";
+pub const SWEPT: &str = "swept";
 
 impl LocalStore {
     /// A store under `dir` (created private to the user on first write, and checked at every
@@ -253,7 +253,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Refuses a record of `bytes` bytes when it is over `max_bytes`, saying where it is.
-pub(crate) fn too_large(run_id: &str, at: &str, bytes: u64, max_bytes: u64) -> StoreError {
+pub fn too_large(run_id: &str, at: &str, bytes: u64, max_bytes: u64) -> StoreError {
     StoreError(format!(
         "the record of run {run_id} is refused: {at} is {bytes} bytes, more than the {max_bytes} a paused-run record may hold; it was not read"
     ))

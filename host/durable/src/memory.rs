@@ -15,11 +15,14 @@ static ZEROS: [u8; PAGE] = [0; PAGE];
 /// The memory a fresh instance of the guest starts with, and its digest (which names the
 /// build a record can be applied to).
 pub struct Image {
+    /// The memory's bytes.
     pub bytes: Vec<u8>,
+    /// Their SHA-256, in hex.
     pub digest: String,
 }
 
 impl Image {
+    /// The image of `bytes`, with its digest.
     pub fn new(bytes: Vec<u8>) -> Self {
         let digest = hex(&Sha256::digest(&bytes));
         Self { bytes, digest }
@@ -37,6 +40,7 @@ pub fn unhex(text: &[u8]) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// `bytes` in lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     let mut out = String::with_capacity(bytes.len() * 2);
@@ -115,6 +119,7 @@ pub fn apply(runs: &[u8], memory: &mut [u8]) -> Result<(), String> {
 /// zstd at a level that keeps pausing fast (a 10 MB heap compresses in milliseconds).
 const LEVEL: i32 = 3;
 
+/// The page runs compressed as a record keeps them.
 pub fn compress(runs: &[u8]) -> Result<Vec<u8>, String> {
     zstd::bulk::compress(runs, LEVEL).map_err(|e| format!("compressing the memory: {e}"))
 }

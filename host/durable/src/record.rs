@@ -19,7 +19,7 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use crate::config::MAX_MEMORY_BYTES as MAX_MEMORY;
+use codemode_runtime::budgets::MAX_MEMORY_BYTES as MAX_MEMORY;
 
 const MAGIC: &[u8; 8] = b"CMPAUSE\0";
 /// Bumped whenever the layout or the header's meaning changes (2: fuel counted by the guest's
@@ -46,6 +46,7 @@ pub const MAX_RECORD_BYTES: u64 =
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Header {
+    /// The run's id: the name it is kept and resumed under.
     pub run_id: String,
     /// SHA-256 of the guest module the run was paused by.
     pub guest: String,
@@ -55,6 +56,7 @@ pub struct Header {
     pub paused_at_ms: u64,
     /// The TypeScript the model wrote, for positions in later failures.
     pub program: String,
+    /// The budgets the run was started with.
     pub budgets: SavedBudgets,
     /// Fuel burned before the pause (all segments so far).
     pub fuel_spent: u64,
@@ -62,21 +64,28 @@ pub struct Header {
     pub wall_spent_ns: u64,
     /// Linear memory size at the pause.
     pub memory_bytes: u64,
+    /// The guest's exported mutable globals.
     pub globals: Vec<SavedGlobal>,
+    /// The host's side of the run.
     pub host: HostState,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+/// A run's budgets as a record keeps them (`Budgets`, in the record's own names).
 pub struct SavedBudgets {
+    /// Compute budget, in milliseconds of fuel.
     pub compute_ms: u64,
+    /// Wall-clock budget, in milliseconds.
     pub wall_ms: u64,
+    /// Output budget, in ledger bytes.
     pub max_output_bytes: u64,
+    /// Memory budget, in MiB.
     pub memory_mb: u64,
 }
 
-impl From<&crate::config::Budgets> for SavedBudgets {
-    fn from(b: &crate::config::Budgets) -> Self {
+impl From<&codemode_runtime::budgets::Budgets> for SavedBudgets {
+    fn from(b: &codemode_runtime::budgets::Budgets) -> Self {
         Self {
             compute_ms: b.compute_ms,
             wall_ms: b.wall_ms,
@@ -86,7 +95,7 @@ impl From<&crate::config::Budgets> for SavedBudgets {
     }
 }
 
-impl From<&SavedBudgets> for crate::config::Budgets {
+impl From<&SavedBudgets> for codemode_runtime::budgets::Budgets {
     fn from(b: &SavedBudgets) -> Self {
         Self {
             compute_ms: b.compute_ms,
@@ -100,16 +109,23 @@ impl From<&SavedBudgets> for crate::config::Budgets {
 /// An exported mutable global (see `globals.rs`) and its value's bits.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SavedGlobal {
+    /// The global's export name.
     pub name: String,
+    /// Its value.
     pub value: GlobalValue,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+/// A global's value, by its wasm type (floats as their bits, so they round-trip exactly).
 pub enum GlobalValue {
+    /// An `i32`.
     I32(i32),
+    /// An `i64`.
     I64(i64),
+    /// An `f32`'s bits.
     F32(u32),
+    /// An `f64`'s bits.
     F64(u64),
 }
 
@@ -117,26 +133,38 @@ pub enum GlobalValue {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HostState {
+    /// The id the next call will get.
     pub next_call_id: u64,
+    /// The `calls` record so far.
     pub calls: Vec<CallRecord>,
     /// The pausing calls the run waits on, in call order.
     pub pending: Vec<SavedCall>,
+    /// The timers still to fire.
     pub timers: Vec<SavedTimer>,
+    /// What the run's output has cost so far.
     pub ledger: Ledger,
+    /// The log lines so far.
     pub logs: Vec<String>,
+    /// The bindings whose calls pause the run.
     pub pause_on: BTreeSet<BindingRef>,
+    /// The bindings whose calls wait for an approval.
     #[serde(default)]
     pub approve_on: BTreeSet<BindingRef>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+/// A pausing call the run waits on.
 pub struct SavedCall {
+    /// The call's id, as the guest named it.
     pub id: u32,
     /// Where the call's record is in `calls`.
     pub slot: usize,
+    /// What its arguments cost the run's held memory.
     pub argument_bytes: usize,
+    /// The namespace the binding is in.
     pub global: String,
+    /// The binding's name.
     pub name: String,
     /// The arguments as lossless JSON text (kept as text: they may nest deeper than a
     /// recursive parser allows).
@@ -148,19 +176,24 @@ pub struct SavedCall {
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+/// A timer the run had set.
 pub struct SavedTimer {
+    /// The timer's id, as the guest named it.
     pub id: u32,
     /// Time left when the run paused; it starts counting again at the resume.
     pub remaining_ns: u64,
 }
 
-pub(crate) type HmacSha256 = Hmac<Sha256>;
+/// The MAC a record and the state's other documents are authenticated with.
+pub type HmacSha256 = Hmac<Sha256>;
 
-pub(crate) fn mac(key: &[u8]) -> HmacSha256 {
+/// A MAC keyed with `key`.
+pub fn mac(key: &[u8]) -> HmacSha256 {
     // HMAC takes keys of any length, so this cannot fail.
     <HmacSha256 as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length")
 }
 
+/// The record of `header` and the memory's compressed page runs, tagged with `key`.
 pub fn encode(header: &Header, memory: &[u8], key: &[u8]) -> Result<Vec<u8>, String> {
     let header = serde_json::to_vec(header).map_err(|e| format!("writing the record: {e}"))?;
     if header.len() as u64 > MAX_HEADER_BYTES {
@@ -193,10 +226,15 @@ pub fn encode(header: &Header, memory: &[u8], key: &[u8]) -> Result<Vec<u8>, Str
 /// Why a record cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
+    /// Not a paused-run record at all.
     NotARecord,
+    /// Larger than any record codemode writes (its size).
     TooLarge(u64),
+    /// Its tag does not verify: written with another key, or changed.
     NotAuthentic,
+    /// Written in a format this build does not read.
     Format(u32),
+    /// Authentic but unreadable (what was wrong).
     Malformed(String),
     /// Authentic, but holding a value no codemode writes: forged with the key.
     OutOfBounds(String),
@@ -274,11 +312,11 @@ pub fn identity(record: &[u8]) -> String {
 
 impl Header {
     /// Refuses an authentic header holding what no codemode writes: budgets outside the caps
-    /// every new run is held to ([`Budgets::validate`](crate::config::Budgets::validate)),
+    /// every new run is held to ([`Budgets::validate`](codemode_runtime::budgets::Budgets::validate)),
     /// a memory larger than its budget or not in whole wasm pages, a timer beyond the longest
     /// delay. Checked before anything of the record is restored or used.
     pub fn check_bounds(&self) -> Result<(), Refusal> {
-        let budgets = crate::config::Budgets::from(&self.budgets);
+        let budgets = codemode_runtime::budgets::Budgets::from(&self.budgets);
         budgets.validate().map_err(|e| {
             Refusal::OutOfBounds(format!(
                 "its budget {} {} (a run's budgets are held to the same caps as a new run's)",
@@ -294,7 +332,7 @@ impl Header {
                 self.memory_bytes, budgets.memory_mb
             )));
         }
-        let longest_ns = crate::config::MAX_WALL_MS.saturating_mul(1_000_000);
+        let longest_ns = codemode_runtime::budgets::MAX_WALL_MS.saturating_mul(1_000_000);
         if let Some(timer) = self
             .host
             .timers
@@ -305,7 +343,7 @@ impl Header {
                 "its timer {} is due in {} ns, beyond the longest delay ({} ms)",
                 timer.id,
                 timer.remaining_ns,
-                crate::config::MAX_WALL_MS
+                codemode_runtime::budgets::MAX_WALL_MS
             )));
         }
         Ok(())

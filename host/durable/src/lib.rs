@@ -3,22 +3,28 @@
 //!
 //! Between `cm_run`/`cm_deliver` calls the guest's stack is empty, so its whole state is its
 //! linear memory and its mutable globals. A pause keeps the memory pages that differ from the
-//! pre-initialised image (`memory.rs`), the globals the pre-initialisation pipeline exports
-//! (`codemode_rewrite::globals`) and the host's side of the run (open calls, timers, ledger, logs, budgets
-//! spent) in one authenticated record (`record.rs`), in a [`StateStore`]. A resume refuses a
-//! run already consumed, reads the record only when it is within [`MAX_RECORD_BYTES`], checks
-//! its tag, build and bounds, claims it (a run is resumed at most once), restores a fresh
-//! instance and delivers the answers.
+//! pre-initialised image ([`memory`]), the globals the pre-initialisation pipeline exports
+//! (`codemode_rewrite::globals`) and the host's side of the run (open calls, timers, ledger,
+//! logs, budgets spent) in one authenticated record ([`record`]), in a [`StateStore`]. A
+//! resume refuses a run already consumed, reads the record only when it is within
+//! [`MAX_RECORD_BYTES`], checks its tag, build and bounds, claims it (a run is resumed at most
+//! once); the sandbox (`codemode-host`) restores a fresh instance from it and delivers the
+//! answers.
+//!
+//! This crate knows nothing of wasm or of the sandbox: it keeps bytes, their bounds, their
+//! owners and their keys. Feature `s3` adds [`ObjectStateStore`].
+
+#![warn(missing_docs)]
 
 mod document;
 mod key;
-pub(crate) mod memory;
+pub mod memory;
 #[cfg(feature = "s3")]
 mod object;
 mod principal;
 mod private;
 mod quota;
-pub(crate) mod record;
+pub mod record;
 mod reference;
 mod sealed;
 mod store;
@@ -31,8 +37,8 @@ pub use key::KEY_ENV;
 #[cfg(feature = "s3")]
 pub use object::ObjectStateStore;
 pub use principal::Principal;
-pub(crate) use private::euid;
-pub(crate) use quota::KeepError;
+pub use private::euid;
+pub use quota::KeepError;
 pub use quota::{pausing_for, DEFAULT_CLIENT_QUOTA_BYTES, DEFAULT_STATE_QUOTA_BYTES};
 pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};
 pub use reference::ReferenceError;
@@ -79,7 +85,7 @@ pub enum DurabilityError {
     },
 }
 
-pub(crate) use key::new_run_id;
+pub use key::new_run_id;
 use key::Key;
 use record::Header;
 
@@ -201,7 +207,8 @@ impl Durability {
         self
     }
 
-    pub(crate) fn threshold(&self) -> Duration {
+    /// How long a run waits only on pausing calls before it is written down.
+    pub fn threshold(&self) -> Duration {
         self.pause_threshold
     }
 
@@ -219,7 +226,7 @@ impl Durability {
 
     /// Writes a paused run down, if it fits the quotas (the client's is that of the client
     /// the current call runs for, [`pausing_for`]); returns the record's size.
-    pub(crate) async fn keep(&self, header: &Header, runs: &[u8]) -> Result<u64, KeepError> {
+    pub async fn keep(&self, header: &Header, runs: &[u8]) -> Result<u64, KeepError> {
         let packed = memory::compress(runs)?;
         let record = record::encode(header, &packed, self.key.bytes())?;
         let bytes = record.len() as u64;
@@ -432,12 +439,7 @@ impl Durability {
     /// Reads and checks run `run_id`'s record: not yet resumed, within the size cap,
     /// authentic, from this build, within bounds. Returns its header and its memory runs,
     /// decompressed.
-    pub(crate) async fn load(
-        &self,
-        run_id: &str,
-        guest: &str,
-        image: &str,
-    ) -> Result<Loaded, String> {
+    pub async fn load(&self, run_id: &str, guest: &str, image: &str) -> Result<Loaded, String> {
         if !key::is_run_id(run_id) {
             return Err(format!(
                 "\"{}\" is not a run id (32 hex digits, as a pause reports)",
@@ -492,7 +494,7 @@ impl Durability {
     /// first. The mark, not the record's absence, is what refuses a second resume: it is
     /// created atomically (exclusively, or by a conditional create) apart from the record and
     /// keeps the claimed record's tag, and a resume checks it before reading any record.
-    pub(crate) async fn claim(&self, loaded: &Loaded) -> Result<(), String> {
+    pub async fn claim(&self, loaded: &Loaded) -> Result<(), String> {
         let run_id = &loaded.header.run_id;
         if !self
             .store
@@ -567,7 +569,7 @@ impl TaskFile {
 }
 
 /// Milliseconds since the Unix epoch (0 before it), as records and references count time.
-pub(crate) fn unix_ms(at: std::time::SystemTime) -> u64 {
+pub fn unix_ms(at: std::time::SystemTime) -> u64 {
     at.duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
@@ -578,10 +580,11 @@ fn already_resumed(run_id: &str) -> String {
 
 /// A record that passed every check but the claim.
 #[derive(Debug)]
-pub(crate) struct Loaded {
-    pub(crate) header: Header,
+pub struct Loaded {
+    /// The record's header.
+    pub header: Header,
     /// The memory's page runs, decompressed.
-    pub(crate) runs: Vec<u8>,
+    pub runs: Vec<u8>,
     /// The record's tag, kept with the run's consumed mark.
     identity: String,
 }
