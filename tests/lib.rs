@@ -283,7 +283,7 @@ pub fn codemode_binary() -> PathBuf {
     let cli = dir.join(format!("codemode{}", std::env::consts::EXE_SUFFIX));
     assert!(
         cli.exists(),
-        "{} is missing: build it with `cargo build -p codemode-host --bin codemode`",
+        "{} is missing: build it with `cargo build -p codemode-cli --features bench`",
         cli.display()
     );
     cli

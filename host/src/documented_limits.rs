@@ -9,7 +9,7 @@ use std::path::Path;
 use codemode_runtime::ledger::MIN_OUTPUT_BYTES;
 use codemode_runtime::run_code::DEFAULT_MAX_PARALLEL_SUB_CALLS;
 
-use crate::bridge::imports::{
+use crate::bridge::{
     COPY_FUEL_PER_BYTE, MAX_CALLS_PER_RUN, MAX_TIMERS, PARSE_FUEL_PER_BYTE, RANDOM_FUEL_PER_BYTE,
 };
 use crate::config::{
@@ -18,7 +18,7 @@ use crate::config::{
     MEMORY_CAP_MB_WHEN_UNKNOWN,
 };
 use crate::engine::MAX_CONCURRENT_RUNS;
-use crate::run::{MAX_REJECTION_BYTES, RECORD_NAME_BYTES};
+use crate::store::{MAX_REJECTION_BYTES, RECORD_NAME_BYTES};
 use crate::strip::{MAX_LABEL_PAIRS, MAX_NESTING, MAX_PROGRAM_BYTES};
 
 const MIB: u64 = 1024 * 1024;

@@ -7,7 +7,7 @@
 //! rewritten. Before compiling, the guest is pre-initialised (Wizer): its Boa realm and prelude
 //! are built once and captured in the module's data, so a run starts from a ready engine; then
 //! the fuel meter is compiled into it (`meter::instrument`). Runs are interrupted by fuel alone
-//! (see [`Interruption`]); the epoch ticker here serves only the schemes measured beside it.
+//! (see `crate::interruption`); the epoch ticker here serves only the schemes measured beside it.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -16,6 +16,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, Module};
+
+use crate::interruption::Interruption;
 
 /// The guest module, built by `host/build/main.rs`.
 pub const GUEST_WASM: &[u8] = include_bytes!(env!("CODEMODE_GUEST_WASM"));
@@ -102,65 +104,6 @@ pub struct Shared {
     /// Where the compiled module came from, for diagnostics and benchmarks.
     pub module_source: ModuleSource,
     pub interruption: Interruption,
-}
-
-/// How running wasm is interrupted. Both are compiled into the guest's machine code (fuel by
-/// rewriting the module, epochs by wasmtime), so each scheme is its own engine and its own
-/// compiled module.
-///
-/// Runs use [`Interruption::Fuel`]: fuel is the compute budget (deterministic, counts only the
-/// guest's own work, bulk operations by the byte or element; see `meter`), and a busy guest
-/// comes back to the host for more every half millisecond or so of it, where the host enforces
-/// the wall clock and aborts. Epoch instrumentation (a check at every function entry and loop
-/// header) would do the latter too, at a fifth more time (`codemode bench --interruption`).
-/// The other schemes exist to measure what each mechanism costs; without fuel, nothing
-/// enforces the compute budget while wasm runs, and with neither, nothing stops it at all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-// Runs only ever use `Fuel`; the other schemes are built by `codemode bench` (feature `bench`).
-#[cfg_attr(not(feature = "bench"), allow(dead_code))]
-pub enum Interruption {
-    /// No instrumentation: nothing stops wasm until it returns to the host.
-    None,
-    /// Fuel, as every run uses: the compute budget is enforced exactly, and a busy guest comes
-    /// back to the host for each slice of it, where the wall clock and aborts are enforced.
-    Fuel,
-    /// Epochs only: the wall clock and aborts are enforced at every function entry and loop
-    /// header; the compute budget is not.
-    Epoch,
-    /// Both, to measure what epoch checks cost on top of fuel.
-    FuelAndEpoch,
-}
-
-impl Interruption {
-    /// Every scheme, for benchmarks that compare them.
-    #[cfg(feature = "bench")]
-    pub const ALL: [Interruption; 4] = [
-        Interruption::None,
-        Interruption::Fuel,
-        Interruption::Epoch,
-        Interruption::FuelAndEpoch,
-    ];
-
-    /// Whether the scheme compiles in the fuel meter.
-    pub fn fuel(self) -> bool {
-        matches!(self, Interruption::Fuel | Interruption::FuelAndEpoch)
-    }
-
-    /// Whether the scheme compiles in epoch interruption.
-    pub fn epoch(self) -> bool {
-        matches!(self, Interruption::Epoch | Interruption::FuelAndEpoch)
-    }
-
-    /// The scheme's short name, which labels it in benchmark reports.
-    #[cfg(feature = "bench")]
-    pub fn name(self) -> &'static str {
-        match self {
-            Interruption::None => "none",
-            Interruption::Fuel => "fuel",
-            Interruption::Epoch => "epoch",
-            Interruption::FuelAndEpoch => "both",
-        }
-    }
 }
 
 /// Stops a private engine's epoch ticker when dropped.

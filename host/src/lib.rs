@@ -1,11 +1,14 @@
-//! codemode's wasm sandbox: TypeScript programs run in a fresh Boa-in-wasm instance per run,
+//! codemode's sandbox: TypeScript programs run in a fresh Boa-in-wasm instance per run,
 //! under compute (fuel), wall-clock, memory and output budgets, calling host bindings through
-//! a validated bridge. The `codemode` binary (src/main.rs) wires this crate to the CLI.
+//! a validated bridge. [`WasmCodeRuntime`] is the way in; the `codemode` binary
+//! (`codemode-cli`) and the MCP server (`codemode-mcp`) use it as any embedder does.
 //!
-//! Features, all on by default: `mcp` (upstream MCP servers as tools, and `run_code` served
-//! over MCP), `s3` (paused runs in an object store), `cli` (the binary; both of those and the
-//! command line), `bench` (`codemode bench` and the seams benchmarks and hostile-guest tests
-//! use). A library user that only runs programs turns them off.
+//! The TypeScript front-end (`codemode-typescript`), the module rewrites
+//! (`codemode-rewrite`) and durable runs (`codemode-durable`) are crates of their own; this one
+//! owns the engine, the bridge, the run's event loop and its budgets' enforcement.
+//!
+//! Features, off by default: `s3` (paused runs in an object store), `bench` (the seams
+//! benchmarks and hostile-guest tests use: a chosen interruption scheme, an arbitrary module).
 
 #![warn(missing_docs)]
 
@@ -14,13 +17,16 @@ pub mod builtins;
 #[cfg(test)]
 mod documented_limits;
 mod engine;
-#[cfg(feature = "mcp")]
-pub mod mcp;
+mod interruption;
+#[cfg(test)]
+mod layering;
 mod meter;
 mod preinit;
 mod preparing;
 mod run;
 mod runtime;
+mod store;
+mod wire;
 
 // Budgets are the contract's; the sandbox has always named them `config`.
 pub use codemode_runtime::budgets as config;
@@ -33,9 +39,11 @@ pub use codemode_typescript::{preflight, strip};
 pub use config::{BudgetError, Budgets, FUEL_PER_MS};
 pub use durable::Durability;
 pub use engine::EngineError;
+#[cfg(feature = "bench")]
+pub use engine::GUEST_WASM;
 pub use engine::{cache_dir, module_from_disk_cache, on_guest_preparation};
 #[cfg(feature = "bench")]
-pub use engine::{Interruption, GUEST_WASM};
+pub use interruption::Interruption;
 pub use preparing::{prepare, Prepared, PreparingRuntime, Readiness};
 pub use run::RunMetrics;
 pub use runtime::{check_memory_cap, Occupancy, SetupError, WasmCodeRuntime};

@@ -14,17 +14,19 @@ use tokio::sync::Notify;
 use tracing::Instrument;
 use wasmtime::{InstancePre, Module};
 
-use crate::bridge::imports;
+use crate::bridge;
 use crate::completion::Completion;
 use crate::config::{BudgetError, Budgets};
 use crate::durable::memory::Image;
 use crate::durable::record::Header;
 use crate::durable::Durability;
-use crate::engine::{self, EngineError, Interruption};
+use crate::engine::{self, EngineError};
 use crate::explain;
+use crate::interruption::Interruption;
 use crate::preflight;
-use crate::run::{self, Admission, Keeping, MemoryCap, Resumed, RunMetrics, RunState, Start};
+use crate::run::{self, Admission, Keeping, MemoryCap, Resumed, RunMetrics, Start};
 use crate::source::Source;
+use crate::store::RunState;
 use crate::strip::strip_types_then;
 
 /// Why a runtime could not be built.
@@ -116,7 +118,7 @@ fn instance_pre(
     engine: &wasmtime::Engine,
     module: &Module,
 ) -> Result<InstancePre<RunState>, EngineError> {
-    imports::linker(engine)
+    bridge::linker(engine)
         .and_then(|linker| linker.instantiate_pre(module))
         .map_err(EngineError::link)
 }
@@ -366,7 +368,7 @@ impl WasmCodeRuntime {
             }
             () = tokio::time::sleep(budgets.wall()) => {
                 return Ok(run::failure_before_start(
-                    run::failure_from_stop(&run::Stop::Wall, budgets),
+                    run::failure_from_stop(&crate::store::Stop::Wall, budgets),
                     budgets,
                 ));
             }

@@ -19,7 +19,7 @@ step() { printf '\n== %s\n' "$*" >&2; }
 # Everything is built before anything is measured, so no compiler competes with a measurement.
 # Builds are niced: the machine stays usable while they run.
 step "build codemode"
-nice -n 19 cargo build --release --locked -p codemode-host
+nice -n 19 cargo build --release --locked -p codemode-cli --features bench
 codemode="$target/release/codemode"
 
 step "build native Boa peer"

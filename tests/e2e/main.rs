@@ -8,6 +8,7 @@
 //! directories (each test makes its own with `codemode_e2e::temp_dir`). What does need the
 //! process to itself is in the `whole_process` binary.
 
+mod architecture;
 mod budgets;
 mod cli;
 mod durable;

@@ -13,32 +13,12 @@
 
 use wasmtime::{AsContextMut, Caller, Global, Instance, Store, Trap, Val};
 
-use crate::run::RunState;
+use crate::store::{Meter, RunState};
 
 /// Most fuel the guest holds at a time: half a millisecond of compute at `FUEL_PER_MS`, so a
 /// guest that only computes comes back to the host every 0.25–1 ms (the rate depends on the
 /// program), where it is stopped if its wall clock has run out or it was aborted.
 pub(crate) const SLICE: u64 = crate::config::FUEL_PER_MS / 2;
-
-/// A run's fuel: the part in the guest's global and the part the host still holds.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Meter {
-    /// The guest's fuel global (zero when the guest starts), once the guest is instantiated or
-    /// its start function first comes for fuel.
-    pub(crate) global: Option<Global>,
-    /// Fuel not yet handed to the guest.
-    outside: u64,
-}
-
-impl Meter {
-    /// A meter holding `fuel`, all of it outside the guest until its first check point.
-    pub(crate) fn new(fuel: u64) -> Self {
-        Self {
-            global: None,
-            outside: fuel,
-        }
-    }
-}
 
 /// Finds the fuel global of a freshly instantiated guest, for the meter (if the run has one).
 pub(crate) fn attach(store: &mut Store<RunState>, instance: &Instance) {

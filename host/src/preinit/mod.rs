@@ -5,8 +5,8 @@
 mod warm;
 
 use crate::config::Budgets;
-use crate::engine::Interruption;
-use crate::run::{enforce_memory_budget, RunState};
+use crate::interruption::Interruption;
+use crate::store::{enforce_memory_budget, RunState};
 use codemode_runtime::signal::AbortSignal;
 use std::time::Instant;
 use wasmtime::Store;
@@ -84,7 +84,7 @@ pub(crate) fn preinitialize(
         Ok(module) => module,
         Err(_) => wasmtime::Module::new(engine, &instrumented).map_err(|e| format!("{e:#}"))?,
     };
-    let mut linker = crate::bridge::imports::linker(engine).map_err(|e| format!("{e:#}"))?;
+    let mut linker = crate::bridge::linker(engine).map_err(|e| format!("{e:#}"))?;
     let notes = warm::Notes::default();
     notes.define(&mut linker).map_err(|e| format!("{e:#}"))?;
     let budgets = Budgets::default();

@@ -24,7 +24,7 @@ use codemode_rewrite::noting::{table_functions, NOTE_IMPORT};
 use codemode_wire as wire;
 use wasmtime::{Instance, Linker, Store};
 
-use crate::run::RunState;
+use crate::store::RunState;
 
 /// What the profile runs: the shapes nearly every program has (an object literal, a log line,
 /// an awaited tool call and its JSON reply, a failed call caught, two calls at once, a template

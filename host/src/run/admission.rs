@@ -11,7 +11,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use crate::config::Budgets;
 
 use super::outcome::failure_from_stop;
-use super::Stop;
+use crate::store::Stop;
 
 /// The most memory the budgets of a runtime's concurrent runs may add up to: a run holds
 /// `memory_mb` permits of `permits` (one per MiB) from before its instance exists until it ends.

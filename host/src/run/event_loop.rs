@@ -8,14 +8,14 @@ use codemode_runtime::code::{FailureCause, FailureKind, RunFailure};
 use tracing::Instrument;
 use wasmtime::{InstancePre, Store};
 
-use crate::bridge::wire;
 use crate::config::Budgets;
+use crate::wire;
 
 use super::outcome::{failure_from_error, failure_from_stop};
 use super::pause::restore;
 use super::stack::{self, GIVE_BACK_AFTER};
-use super::state::{alongside_calls, RunState};
-use super::{Resumed, RunMetrics, Stop};
+use super::{Resumed, RunMetrics};
+use crate::store::{alongside_calls, RunState, Stop};
 
 /// What the event loop does next.
 enum Next {

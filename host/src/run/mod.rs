@@ -6,9 +6,8 @@
 //! trap, abort or deadline settles the run and everything after it is ignored. A run never
 //! returns before every binding call it started has finished.
 //!
-//! The run's parts, one module each:
-//! - `state`: [`RunState`], everything the guest's imports can see (calls in flight, timers,
-//!   logs, the ledger), and how calls open and close;
+//! The store's data, [`RunState`] (everything the guest's imports can see: calls in flight,
+//! timers, logs, the ledger), is `crate::store`'s. The run's parts, one module each:
 //! - `event_loop`: instantiating the guest and driving it from wait to wait;
 //! - `outcome`: how a stop, a trap or a finished run becomes the result;
 //! - `admission`: waiting for an instance slot and a share of the memory cap;
@@ -29,27 +28,23 @@ use futures::stream::StreamExt;
 use serde_json::Value;
 use wasmtime::{InstancePre, Store, UpdateDeadline};
 
-use crate::bridge::wire;
 use crate::config::Budgets;
 use crate::durable::memory::Image;
 use crate::durable::{record, Durability, KeepError};
-use crate::engine::Interruption;
-use crate::meter::{self, Meter};
+use crate::interruption::Interruption;
+use crate::meter;
+use crate::store::{enforce_memory_budget, Meter, Outcome, RunState, Stop};
+use crate::wire;
 
 mod admission;
 mod event_loop;
 mod outcome;
 mod pause;
 mod stack;
-mod state;
 
 pub(crate) use admission::{Admission, MemoryCap};
 pub(crate) use outcome::{failure_before_start, failure_from_stop};
 pub(crate) use pause::pristine_memory;
-pub use state::RunState;
-pub(crate) use state::{enforce_memory_budget, record_name};
-#[cfg(test)]
-pub(crate) use state::{MAX_REJECTION_BYTES, RECORD_NAME_BYTES};
 
 use admission::admit;
 use event_loop::drive;
@@ -58,39 +53,6 @@ use pause::pause;
 
 /// How long a settled run waits, past its wall budget, for bindings that ignore their signal.
 const SETTLE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Why the host stopped a guest; carried through wasmtime as the error of a trap.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
-    /// The run already has its outcome.
-    Settled,
-    Aborted(String),
-    Wall,
-    Exit(i32),
-    Memory,
-    /// What the host holds for the run outside the sandbox (arguments in flight, answers
-    /// waiting) passed the run's memory budget.
-    HeldMemory,
-}
-
-impl std::fmt::Display for Stop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Stop::Settled => f.write_str("run settled"),
-            Stop::Aborted(reason) => write!(f, "aborted: {reason}"),
-            Stop::Wall => f.write_str("wall-clock ceiling reached"),
-            Stop::Exit(code) => write!(f, "guest exited with code {code}"),
-            Stop::Memory | Stop::HeldMemory => f.write_str("memory limit exceeded"),
-        }
-    }
-}
-
-impl std::error::Error for Stop {}
-
-pub enum Outcome {
-    Value(Option<Value>),
-    Failure(RunFailure),
-}
 
 /// What one run cost, for benchmarks and for hosts that meter usage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use wasmtime::Trap;
 
 use crate::config::Budgets;
 
-use super::{Outcome, Stop};
+use crate::store::{Outcome, Stop};
 
 /// The failure a stopped or trapped guest becomes.
 pub(super) fn failure_from_error(

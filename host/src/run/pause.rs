@@ -13,8 +13,8 @@ use crate::config::Budgets;
 use crate::durable::{record, KeepError};
 
 use super::outcome::failure_from_stop;
-use super::state::{record_name, OpenCall, PausingCall, RunState};
-use super::{Keeping, Resumed, Stop};
+use super::{Keeping, Resumed};
+use crate::store::{record_name, OpenCall, PausingCall, RunState, Stop};
 
 /// Writes the paused run in `store` down and reports what it waits on.
 pub(super) async fn pause(
@@ -262,7 +262,7 @@ pub(crate) async fn pristine_memory(pre: &InstancePre<RunState>) -> Result<Vec<u
     );
     let mut store = Store::new(pre.module().engine(), state);
     // No fuel: a start function that computes stops at its first test.
-    store.data_mut().meter = Some(crate::meter::Meter::new(0));
+    store.data_mut().meter = Some(crate::store::Meter::new(0));
     let instance = pre
         .instantiate_async(&mut store)
         .await

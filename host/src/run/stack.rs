@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use wasmtime::{Instance, Store};
 
-use super::RunState;
+use crate::store::RunState;
 
 /// How long a run lives, and then how long after each give-back, before a wait gives its stack
 /// back: at most one system call and a few page faults per this much of a run's life, and none

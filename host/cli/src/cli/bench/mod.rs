@@ -242,7 +242,7 @@ struct Workload {
 
 const COMPUTE: Workload = Workload {
     name: "compute",
-    program: include_str!("../../../../fixtures/workloads/compute.js"),
+    program: include_str!("../../../../../fixtures/workloads/compute.js"),
     check_at: "",
     result: 899_397.0,
     samples: 5,
@@ -252,7 +252,7 @@ const COMPUTE: Workload = Workload {
 /// which times its phases and returns `{check, phases}`.
 const CALLS: Workload = Workload {
     name: "call-heavy",
-    program: include_str!("../../../../fixtures/workloads/calls.js"),
+    program: include_str!("../../../../../fixtures/workloads/calls.js"),
     check_at: "/check",
     result: 609_129_731.0,
     samples: 3,
@@ -261,7 +261,7 @@ const CALLS: Workload = Workload {
 /// The counting loop pydantic-monty runs too, in Python (`fixtures/workloads/loop.js`).
 const LOOP: Workload = Workload {
     name: "counting loop",
-    program: include_str!("../../../../fixtures/workloads/loop.js"),
+    program: include_str!("../../../../../fixtures/workloads/loop.js"),
     check_at: "",
     result: 8_999_997.0,
     samples: 3,
@@ -348,7 +348,7 @@ async fn interruption_study(compute: bool) -> Result<(Value, Value), String> {
 
 /// The data workload shared with the peer scripts: it reads `data_text()` through a
 /// `read_file` tool and times its phases itself.
-const DATA_PROGRAM: &str = include_str!("../../../../fixtures/workloads/data.js");
+const DATA_PROGRAM: &str = include_str!("../../../../../fixtures/workloads/data.js");
 const DATA_ROWS: u64 = 50_000;
 
 /// The data workload's tool result, byte for byte what `dataText` in

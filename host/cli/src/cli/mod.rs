@@ -24,7 +24,7 @@ use codemode_runtime::run_code::DEFAULT_MAX_PARALLEL_SUB_CALLS;
 use codemode_sdk_gen::Language;
 
 use codemode_host::config;
-use codemode_host::mcp::sessions;
+use codemode_mcp::sessions;
 
 use telemetry::LogFormat;
 
@@ -298,7 +298,7 @@ pub struct McpArgs {
     /// state store. A task whose lease goes three of these without a renewal (its process
     /// killed, or cut off from the store) is reported failed by every replica. The replicas'
     /// clocks should agree to within this.
-    #[arg(long, value_name = "MS", default_value_t = codemode_host::mcp::server::DEFAULT_TASK_LEASE.as_secs() * 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    #[arg(long, value_name = "MS", default_value_t = codemode_mcp::server::DEFAULT_TASK_LEASE.as_secs() * 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
     pub task_lease_ms: u64,
     /// The most MiB of paused-run records one client may hold in the state store (a client:
     /// a bearer token, else a session, else every client without either, as one). A pause

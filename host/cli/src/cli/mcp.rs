@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use codemode_host::mcp::server::{
+use codemode_mcp::server::{
     permitted_tools, ElicitApproval, Presentation, Served, ServedPausing, ServedTasks,
 };
 use codemode_runtime::run_code::TYPESCRIPT_FLAVOR;

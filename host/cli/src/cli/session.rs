@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use codemode_host::builtins;
-use codemode_host::mcp::{self, Upstream, UpstreamSpec};
 use codemode_host::Durability;
+use codemode_mcp::{self as mcp, Upstream, UpstreamSpec};
 use codemode_runtime::run_code::prompt::{sdk_tools, SEARCH_TOOLS_NAME};
 use codemode_runtime::run_code::{self, Resumptions, RunCodeConfig, RunObserver};
 use codemode_runtime::tools::events::{self, EventSink, JsonlWriter};

@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::server::{principal, Served, ServedTasks, Session};
-use crate::durable::Principal;
+use codemode_durable::Principal;
 
 /// How often the process running a task looks for a cancellation, and how often clients are
 /// told to poll.
@@ -88,7 +88,7 @@ pub(super) async fn answer_or_task(
     }
     detached.store(true, Ordering::SeqCst);
     let durability = &tasks.durability;
-    let task_id = crate::durable::new_run_id().map_err(internal)?;
+    let task_id = codemode_durable::new_run_id().map_err(internal)?;
     let created = now();
     let document = json!({
         "taskId": task_id,
@@ -142,12 +142,12 @@ fn spawn(
 
 /// Renews task `task_id`'s lease: this process runs it, and will again within `period`.
 async fn renew(
-    durability: &crate::Durability,
+    durability: &codemode_host::Durability,
     task_id: &str,
     period: Duration,
-) -> Result<(), crate::durable::StoreError> {
+) -> Result<(), codemode_durable::StoreError> {
     let lease = json!({
-        "renewedAtMs": crate::durable::unix_ms(SystemTime::now()),
+        "renewedAtMs": codemode_durable::unix_ms(SystemTime::now()),
         "periodMs": u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
     });
     durability.keep_lease(task_id, &lease).await
@@ -162,7 +162,7 @@ fn ended(task: &Value) -> bool {
 /// cancellation is asked for meanwhile (or another replica found the task stopped), and keeps
 /// its outcome.
 async fn finish(
-    durability: crate::Durability,
+    durability: codemode_host::Durability,
     lease: Duration,
     task_id: String,
     mut work: Work,
@@ -293,8 +293,8 @@ async fn document(
 /// When task `task_id`'s lease lapsed (RFC 3339), if it has: its last renewal is more than
 /// [`LEASE_PERIODS`] of the renewing process's periods old, or there is none. `None` also
 /// when the lease cannot be read: a store that fails is no proof that a process died.
-async fn lapsed(durability: &crate::Durability, task_id: &str) -> Option<String> {
-    let now = crate::durable::unix_ms(SystemTime::now());
+async fn lapsed(durability: &codemode_host::Durability, task_id: &str) -> Option<String> {
+    let now = codemode_durable::unix_ms(SystemTime::now());
     let lease = match durability.lease(task_id).await {
         Ok(Some(lease)) => lease,
         // Written before the document says `working`: none means a process that stopped

@@ -11,7 +11,7 @@ use std::process::Command;
 const SUBCOMMANDS: [&str; 6] = ["run", "resume", "mcp", "sdk", "prepare", "bench"];
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn help(args: &[&str]) -> String {

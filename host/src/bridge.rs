@@ -2,7 +2,7 @@
 //! guest links against. Architecture invariant: this is the only module that reads or writes
 //! guest memory while the guest runs (frames, logs, WASI buffers), and it treats the guest as
 //! a hostile peer. Whole-memory copies happen only between runs of guest code: `run/pause.rs`
-//! (pause, restore) and `preinit.rs` (the pre-initialised snapshot).
+//! (pause, restore) and `preinit/` (the pre-initialised snapshot).
 //!
 //! Every pointer and length is bounds-checked against the guest's exported memory and every
 //! frame is size-capped before it is copied out; frames that do not decode are dropped without
@@ -16,8 +16,8 @@ use codemode_runtime::json;
 use codemode_runtime::ledger::LogAdmission;
 use wasmtime::{Caller, Linker, Memory};
 
-use super::wire::{self, Done, DoneKind, CALL_ACCEPTED, CALL_IGNORED, TIMER_ARMED, TIMER_REFUSED};
-use crate::run::{Outcome, RunState, Stop};
+use crate::store::{Outcome, RunState, Stop};
+use crate::wire::{self, Done, DoneKind, CALL_ACCEPTED, CALL_IGNORED, TIMER_ARMED, TIMER_REFUSED};
 
 /// Largest `call` frame the host reads (arguments have no ledger cap, but a host must bound
 /// what it parses; the in-flight argument budget usually bounds it first).
@@ -224,8 +224,8 @@ fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> was
     let Some(binding) = state.binding(call.global, call.name) else {
         let message = format!(
             "unknown binding \"{}.{}\"",
-            crate::run::record_name(call.global),
-            crate::run::record_name(call.name)
+            crate::store::record_name(call.global),
+            crate::store::record_name(call.name)
         );
         state.reject_now(id, call.global, call.name, &message);
         return Ok(CALL_ACCEPTED);

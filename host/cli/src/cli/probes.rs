@@ -12,8 +12,8 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use codemode_host::mcp::sessions::BoundedSessions;
 use codemode_host::Readiness;
+use codemode_mcp::sessions::BoundedSessions;
 
 use super::metrics::{Metrics, Snapshot};
 

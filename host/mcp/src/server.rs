@@ -49,8 +49,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::{discovery, input};
-use crate::durable::Principal;
-use crate::{Durability, Readiness};
+use codemode_durable::Principal;
+use codemode_host::{Durability, Readiness};
 
 /// The environment variable that holds the HTTP server's bearer token when
 /// `--auth-token-file` is not given. A secret of codemode's own: no upstream server gets it.
@@ -303,7 +303,7 @@ impl Served {
     }
 
     /// Tells the server that the sandbox is being prepared in the background (see
-    /// [`crate::PreparingRuntime`]).
+    /// [`codemode_host::PreparingRuntime`]).
     pub fn preparing(&self, readiness: Readiness) {
         *self.readiness.lock().unwrap_or_else(|p| p.into_inner()) = Some(readiness);
     }
@@ -666,7 +666,7 @@ impl Session {
             .agent(&self.agent);
         // The runs this call pauses are the client's, for its quota.
         let execution =
-            crate::durable::pausing_for(principal(context), self.served.registry.execute(input));
+            codemode_durable::pausing_for(principal(context), self.served.registry.execute(input));
         tokio::pin!(execution);
         let progress = context.meta.get_progress_token();
         // What the upstream servers this call reaches report, when the client listens.

@@ -49,7 +49,7 @@ fn is_executable(path: &Path) -> bool {
 /// else can write them. Without a cache directory (no `CODEMODE_CACHE_DIR`, `XDG_CACHE_HOME`
 /// or `HOME`), the root directory.
 pub(super) fn working_dir(name: &str) -> std::io::Result<PathBuf> {
-    let Some(cache) = crate::engine::cache_dir() else {
+    let Some(cache) = codemode_host::cache_dir() else {
         return Ok(PathBuf::from("/"));
     };
     let upstream = cache.join("upstream");
@@ -79,7 +79,7 @@ fn private(dir: &Path) -> std::io::Result<()> {
             format!("cannot read its working directory {}: {e}", dir.display()),
         )
     })?;
-    let me = crate::durable::euid();
+    let me = codemode_durable::euid();
     let problem = if !meta.is_dir() {
         Some("it is not a directory".to_owned())
     } else if meta.uid() != me {

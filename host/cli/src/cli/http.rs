@@ -29,8 +29,8 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use codemode_host::durable::Principal;
-use codemode_host::mcp::server::Served;
-use codemode_host::mcp::sessions::{BoundedSessions, SessionLimits};
+use codemode_mcp::server::Served;
+use codemode_mcp::sessions::{BoundedSessions, SessionLimits};
 use futures::StreamExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -46,7 +46,7 @@ use tokio_util::sync::CancellationToken;
 use super::probes::{self, Observed};
 use super::McpArgs;
 
-use codemode_host::mcp::server::TOKEN_ENV;
+use codemode_mcp::server::TOKEN_ENV;
 /// Shortest token accepted: anything shorter could be guessed over the network.
 const MIN_TOKEN_LEN: usize = 16;
 /// How long a stopping server waits for its connections to finish.

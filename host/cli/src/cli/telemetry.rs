@@ -54,6 +54,7 @@ const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 static EXPORTING: AtomicBool = AtomicBool::new(false);
 
 /// Whether spans are being exported, for a report that must say under what it was measured.
+#[cfg(feature = "bench")]
 pub fn exporting() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use codemode_host::preflight::{self, Namespace};
 use serde_json::{json, Value};
 
-const PROGRAM: &str = include_str!("../../../../fixtures/workloads/preflight.ts");
+const PROGRAM: &str = include_str!("../../../../../fixtures/workloads/preflight.ts");
 
 /// The design's budget for the checks of a 200-line program.
 pub(super) const BUDGET_US: f64 = 50.0;

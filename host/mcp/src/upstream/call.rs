@@ -84,7 +84,7 @@ impl Call {
             "error.type" = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
         );
-        crate::mcp::trace::inject(&span, &mut params);
+        crate::trace::inject(&span, &mut params);
         let peer = connection.service.peer().clone();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let sent = peer
@@ -97,7 +97,7 @@ impl Call {
         };
         // The server's progress reaches the client of the call this one belongs to, if it
         // asked for progress.
-        let _route = crate::mcp::progress::sender_for(ctx.call_id()).map(|to| {
+        let _route = crate::progress::sender_for(ctx.call_id()).map(|to| {
             let (tx, mut rx) = mpsc::channel::<String>(PROGRESS_QUEUE);
             let server = self.link.server().to_owned();
             tokio::spawn(async move {

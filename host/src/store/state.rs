@@ -19,20 +19,19 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
 use wasmtime::{Memory, ResourceLimiter, Store};
 
-use crate::bridge::wire;
 use crate::config::Budgets;
-use crate::meter::Meter;
+use crate::wire;
 
-use super::{Outcome, Stop};
+use super::{Meter, Outcome, Stop};
 
 type CallFuture = futures::future::BoxFuture<'static, Completion>;
 
 /// A finished call: its id, its answer, and the bytes the answer is charged to the run's
 /// [`HeldMemory`] for until the guest takes it.
-pub(super) struct Completion {
-    pub(super) id: u32,
-    pub(super) answer: Result<Value, String>,
-    pub(super) held: usize,
+pub(crate) struct Completion {
+    pub(crate) id: u32,
+    pub(crate) answer: Result<Value, String>,
+    pub(crate) held: usize,
 }
 
 /// `call`'s answer, once it comes, charged to `held` beside the call's arguments, which stay
@@ -91,7 +90,7 @@ impl InFlight {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(super) fn push(&self, call: CallFuture) {
+    pub(crate) fn push(&self, call: CallFuture) {
         self.lock().running.push(call);
     }
 
@@ -100,7 +99,7 @@ impl InFlight {
         inner.running.len() + inner.finished.len()
     }
 
-    pub(super) fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -112,7 +111,7 @@ impl InFlight {
         }
     }
 
-    pub(super) fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+    pub(crate) fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
         let mut inner = self.lock();
         if let Some(done) = inner.finished.pop_front() {
             return Poll::Ready(Some(done));
@@ -120,7 +119,7 @@ impl InFlight {
         inner.running.poll_next_unpin(cx)
     }
 
-    pub(super) fn take(&self) -> (FuturesUnordered<CallFuture>, VecDeque<Completion>) {
+    pub(crate) fn take(&self) -> (FuturesUnordered<CallFuture>, VecDeque<Completion>) {
         let mut inner = self.lock();
         (
             std::mem::take(&mut inner.running),
@@ -135,20 +134,20 @@ impl InFlight {
 /// these checks come at least that often without the cost of epoch instrumentation in every
 /// function and loop.
 #[derive(Clone)]
-pub(super) struct Watch {
+pub(crate) struct Watch {
     /// Fires when the run settles.
     settled: AbortSignal,
     /// The caller's abort signal.
-    pub(super) control: AbortSignal,
+    pub(crate) control: AbortSignal,
     /// The end of the wall-clock budget.
-    pub(super) deadline: Instant,
+    pub(crate) deadline: Instant,
     /// What the run holds on the host; overdrawn, the run has passed its memory budget.
-    pub(super) held: Arc<HeldMemory>,
+    pub(crate) held: Arc<HeldMemory>,
 }
 
 impl Watch {
     /// Whether running wasm must stop now.
-    pub(super) fn stop(&self) -> Option<Stop> {
+    pub(crate) fn stop(&self) -> Option<Stop> {
         if self.settled.is_aborted() {
             return Some(Stop::Settled);
         }
@@ -180,7 +179,7 @@ const EXECUTOR_SLICE: Duration = Duration::from_millis(2);
 /// Runs a guest entry point, polling the run's calls when the guest yields (see
 /// `EXECUTOR_SLICE`), and stops it at a yield when `watch` says so. Stopping drops the call,
 /// which wasmtime finishes by unwinding the guest's stack from the yield with a trap.
-pub(super) async fn alongside_calls<T, F>(
+pub(crate) async fn alongside_calls<T, F>(
     call: F,
     calls: &InFlight,
     watch: &Watch,
@@ -211,24 +210,24 @@ where
     .await
 }
 
-pub(super) struct OpenCall {
-    pub(super) slot: usize,
-    pub(super) argument_bytes: usize,
+pub(crate) struct OpenCall {
+    pub(crate) slot: usize,
+    pub(crate) argument_bytes: usize,
 }
 
 /// A call of a pausing binding: made by the program, not run, answered at a resume.
-pub(super) struct PausingCall {
-    pub(super) global: String,
-    pub(super) name: String,
+pub(crate) struct PausingCall {
+    pub(crate) global: String,
+    pub(crate) name: String,
     /// Lossless JSON text: kept as written, for the record and the pause report.
-    pub(super) arguments: String,
+    pub(crate) arguments: String,
     /// Waits for a decision (`approve_on`) rather than a result.
-    pub(super) approval: bool,
+    pub(crate) approval: bool,
 }
 
-pub(super) struct MemoryLimiter {
+pub(crate) struct MemoryLimiter {
     max: usize,
-    pub(super) hit: bool,
+    pub(crate) hit: bool,
 }
 
 impl ResourceLimiter for MemoryLimiter {
@@ -266,37 +265,37 @@ pub struct RunState {
     bindings: Vec<BindingNamespace>,
     /// The lowest call id the guest may use next (ids strictly increase; u64 so that the last
     /// u32 id is spent too).
-    pub(super) next_call_id: u64,
+    pub(crate) next_call_id: u64,
     /// Calls not yet finished: where their record is and the argument bytes the host holds.
-    pub(super) open_calls: HashMap<u32, OpenCall>,
+    pub(crate) open_calls: HashMap<u32, OpenCall>,
     /// The host memory the run holds outside its sandbox: arguments of calls in flight and
     /// answers not yet delivered (shared with whoever else holds them, `run_code`'s
     /// scheduler).
-    pub(super) held: Arc<HeldMemory>,
+    pub(crate) held: Arc<HeldMemory>,
     pub(crate) ledger: Ledger,
     pub(crate) outcome: Option<Outcome>,
     pub(crate) started: Instant,
-    pub(super) logs: Vec<String>,
-    pub(super) in_flight: Arc<InFlight>,
+    pub(crate) logs: Vec<String>,
+    pub(crate) in_flight: Arc<InFlight>,
     /// Deliveries ready now (refusals decided at call time), in order.
-    pub(super) ready: VecDeque<Vec<u8>>,
-    pub(super) timers: BTreeSet<(Instant, u32)>,
-    pub(super) timer_deadlines: HashMap<u32, Instant>,
-    pub(super) calls: Vec<CallRecord>,
+    pub(crate) ready: VecDeque<Vec<u8>>,
+    pub(crate) timers: BTreeSet<(Instant, u32)>,
+    pub(crate) timer_deadlines: HashMap<u32, Instant>,
+    pub(crate) calls: Vec<CallRecord>,
     /// Fires when the run settles, telling running bindings to stop.
-    pub(super) call_controller: AbortController,
-    pub(super) limiter: MemoryLimiter,
+    pub(crate) call_controller: AbortController,
+    pub(crate) limiter: MemoryLimiter,
     /// The run's settled signal (from `call_controller`), abort signal and wall deadline.
-    pub(super) watch: Watch,
+    pub(crate) watch: Watch,
     random_state: std::collections::hash_map::RandomState,
     random_counter: u64,
     /// Bindings whose calls pause the run instead of running.
-    pub(super) pause_on: BTreeSet<BindingRef>,
+    pub(crate) pause_on: BTreeSet<BindingRef>,
     /// Bindings whose calls pause the run for an approval.
-    pub(super) approve_on: BTreeSet<BindingRef>,
-    pub(super) pausing: BTreeMap<u32, PausingCall>,
+    pub(crate) approve_on: BTreeSet<BindingRef>,
+    pub(crate) pausing: BTreeMap<u32, PausingCall>,
     /// A timer due within this keeps the run waiting instead of pausing.
-    pub(super) pause_threshold: std::time::Duration,
+    pub(crate) pause_threshold: std::time::Duration,
     /// Set while `cm_init` runs: clocks read zero and randomness is a fixed sequence, so that
     /// the pre-initialised image (which every paused run's record is relative to) is the same
     /// wherever it is built, and holds nothing a run could treat as a secret.
@@ -462,7 +461,7 @@ impl RunState {
     }
 
     /// Starts binding `f` for call `id` now, its answer charged when it comes.
-    pub(super) fn run_binding(&mut self, id: u32, f: &BindingFn, args: Value) {
+    pub(crate) fn run_binding(&mut self, id: u32, f: &BindingFn, args: Value) {
         let future = f(args, self.call_controller.signal());
         self.in_flight.push(charged(id, future, self.held.clone()));
     }
@@ -540,7 +539,7 @@ impl RunState {
 
     /// What decides whether running wasm must stop: checked at every fuel yield, on every
     /// epoch tick under a scheme with epochs, and at every host call that charges fuel.
-    pub(super) fn watch(&self) -> Watch {
+    pub(crate) fn watch(&self) -> Watch {
         self.watch.clone()
     }
 
@@ -552,14 +551,14 @@ impl RunState {
 
     /// Turns a completed binding's answer into the delivery the guest will read; the answer's
     /// charge goes with it.
-    pub(super) fn deliver(&mut self, done: Completion) -> Vec<u8> {
+    pub(crate) fn deliver(&mut self, done: Completion) -> Vec<u8> {
         let frame = self.delivery_for(done.id, done.answer);
         self.held.release(done.held);
         frame
     }
 
     /// Turns the result of a completed binding into the delivery the guest will read.
-    pub(super) fn delivery_for(&mut self, id: u32, result: Result<Value, String>) -> Vec<u8> {
+    pub(crate) fn delivery_for(&mut self, id: u32, result: Result<Value, String>) -> Vec<u8> {
         match result {
             // A string travels as its bytes: no escaping here, no JSON parse in the guest.
             Ok(Value::String(text)) => {

@@ -3,6 +3,12 @@
 //! put to the client as questions by `input`, and upstream progress reaches it through
 //! `progress`), with bounded, expiring sessions for its HTTP transport ([`sessions`]). Both
 //! use `rmcp`, the official Rust SDK.
+//!
+//! The server hands each program to the sandbox (`codemode-host`) through `run_code`, the
+//! same pipeline a direct call takes; upstream tools join that pipeline's registry like any
+//! other. Paused runs and tasks are kept by `codemode-durable`.
+
+#![warn(missing_docs)]
 
 mod discovery;
 mod input;
