@@ -16,6 +16,7 @@
 //! Architecture invariant: nothing in this crate knows about wasm (`codemode-host` runs
 //! programs in a sandbox; a test can run them anywhere).
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod budgets;

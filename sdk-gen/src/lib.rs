@@ -26,6 +26,7 @@
 //! assert!(sdk.contains("  /** Read a file. */\n  read_file: {\n    path: string;\n  };\n"));
 //! ```
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod annotations;

@@ -9,6 +9,8 @@
 //! Feature `bench` adds `codemode bench` (the measurements in BENCHMARKS.md); it is not in
 //! what ships.
 
+#![forbid(unsafe_code)]
+
 mod cli;
 
 pub use cli::main;

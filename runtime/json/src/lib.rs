@@ -16,6 +16,7 @@
 //! Values are `serde_json::Value`. Parsing and writing use explicit work stacks; output matches
 //! JavaScript's `JSON.stringify` byte for byte, which the output ledger relies on.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod parse;

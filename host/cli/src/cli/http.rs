@@ -237,8 +237,7 @@ fn read_token_file(path: &Path) -> Result<String, String> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        // SAFETY: geteuid takes no arguments, touches no memory and cannot fail.
-        let me = unsafe { libc::geteuid() };
+        let me = codemode_host::durable::euid();
         if meta.uid() != me {
             return Err(format!(
                 "codemode: --auth-token-file {shown} belongs to uid {}, not to the user running codemode (uid {me}): whoever owns it can change the token. Use a file of your own (chmod 600)",
