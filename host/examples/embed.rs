@@ -1,14 +1,15 @@
 //! Embedding codemode in an agent host: two tools declared with the schema DSL, a guard, and
-//! one program through `run_code`, whose every call goes through the registry's pipeline.
+//! one program through `run_code`, typed, whose every call goes through the registry's
+//! pipeline.
 //! Run with `cargo run --release -p codemode-host --example embed`.
 
 use std::sync::Arc;
 
 use codemode_host::{Budgets, WasmCodeRuntime};
-use codemode_runtime::run_code::{self, RunCodeConfig};
+use codemode_runtime::run_code::{self, CodeRequest, RunCodeConfig};
 use codemode_runtime::signal::AbortSignal;
 use codemode_runtime::tools::schema::dsl::{null, number, string, Parameters};
-use codemode_runtime::tools::{ContentBlock, Registry, Schema, ToolDefinition, ToolExecutionInput};
+use codemode_runtime::tools::{ContentBlock, Registry, Schema, ToolDefinition};
 use codemode_runtime::tools::{ToolMode, ToolOutput};
 use serde_json::{json, Value};
 
@@ -53,15 +54,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         catch (e) { console.log(`${e.toolName} refused: ${e.message}`); }
         return { sum };
     "#;
-    let call = json!({ "code": program, "description": "Add numbers and try a delete" });
-    let result = registry
-        .execute(ToolExecutionInput::new(
-            "call-1",
-            "run_code",
-            call,
-            AbortSignal::never(),
-        ))
-        .await;
-    println!("{}", result.text());
+    let request = CodeRequest::new(
+        "call-1",
+        program,
+        "Add numbers and try a delete",
+        AbortSignal::never(),
+    );
+    let outcome = run_code::run(&registry, request).await;
+    // What the model would read, then what the host reads typed.
+    println!("{}", outcome.result.text());
+    for call in outcome.run.iter().flat_map(|run| &run.calls) {
+        println!("{} {}", call.tool, call.outcome.as_str());
+    }
     Ok(())
 }

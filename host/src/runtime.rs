@@ -304,12 +304,19 @@ impl WasmCodeRuntime {
             return Err(RunRejection::Disposed);
         }
         validate_bindings(&request.bindings)?;
+        let asked = match &request.budgets {
+            Some(asked) => {
+                asked.validate()?;
+                Some(asked.within(&inner.budgets))
+            }
+            None => None,
+        };
         {
             let mut live = inner.live.lock().unwrap_or_else(|p| p.into_inner());
             *live += 1;
         }
         let _guard = LiveGuard(inner.clone());
-        let budgets = &inner.budgets;
+        let budgets = asked.as_ref().unwrap_or(&inner.budgets);
         let pauses = !request.pause_on.is_empty()
             || !request.approve_on.is_empty()
             || request.resume.is_some();

@@ -122,6 +122,17 @@ impl Budgets {
         Ok(())
     }
 
+    /// Each of these budgets, but none above `ceiling`'s: what a run asking for `self` gets
+    /// from a runtime configured with `ceiling`.
+    pub fn within(&self, ceiling: &Budgets) -> Budgets {
+        Budgets {
+            compute_ms: self.compute_ms.min(ceiling.compute_ms),
+            wall_ms: self.wall_ms.min(ceiling.wall_ms),
+            max_output_bytes: self.max_output_bytes.min(ceiling.max_output_bytes),
+            memory_mb: self.memory_mb.min(ceiling.memory_mb),
+        }
+    }
+
     /// The compute budget as fuel, at [`FUEL_PER_MS`].
     pub fn fuel(&self) -> u64 {
         self.compute_ms.saturating_mul(FUEL_PER_MS)

@@ -63,8 +63,8 @@ impl fmt::Debug for BindingNamespace {
     }
 }
 
-/// One program to run. There are deliberately no tuning knobs here: budgets are the runtime's
-/// configuration.
+/// One program to run. Budgets are the runtime's configuration; a request may only tighten
+/// them for its own run.
 #[derive(Debug, Clone, Default)]
 pub struct RunRequest {
     /// The body of an async TypeScript function (top-level `await` and `return` work). Unused
@@ -85,6 +85,9 @@ pub struct RunRequest {
     pub approve_on: BTreeSet<BindingRef>,
     /// Continue the paused run this names instead of starting `program`.
     pub resume: Option<Resume>,
+    /// Budgets for this run: each applies up to the runtime's own (a request cannot loosen
+    /// them). `None`: the runtime's. A resumed run keeps the budgets it started with.
+    pub budgets: Option<crate::budgets::Budgets>,
     /// Check the program's tool calls against these schemas before it runs (see
     /// [`Preflight`]); `None` runs it unchecked.
     pub preflight: Option<Arc<Preflight>>,
@@ -368,6 +371,9 @@ pub enum RunRejection {
     /// build, or does not have the answered calls. Nothing ran; holds the reason.
     #[error("codemode: {0}")]
     Pause(String),
+    /// The request's budgets are not usable budgets. Nothing ran.
+    #[error("{0}")]
+    Budgets(#[from] crate::budgets::BudgetError),
 }
 
 /// A sandbox that runs programs. Implementations: `codemode_host::WasmCodeRuntime`.

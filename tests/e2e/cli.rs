@@ -643,7 +643,7 @@ fn the_embedding_example_runs_a_program_through_run_code() {
     );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "delete_file refused: deleting files is not allowed here\n{\n  \"sum\": 5\n}\n"
+        "delete_file refused: deleting files is not allowed here\n{\n  \"sum\": 5\n}\nadd resolved\ndelete_file rejected\n"
     );
 }
 

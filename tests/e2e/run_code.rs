@@ -18,6 +18,7 @@ use codemode_runtime::tools::{
 use serde_json::{json, Value};
 
 mod scheduling;
+mod typed;
 
 fn echo() -> codemode_runtime::tools::ToolDefinition {
     tool("echo", |args, _| async move {

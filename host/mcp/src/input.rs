@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use codemode_runtime::code::Reply;
+use codemode_runtime::code::{PausedRun, Reply};
 use codemode_runtime::json;
 use rmcp::model::{InputRequiredResult, InputResponses};
 use rmcp::ErrorData as McpError;
@@ -35,24 +35,26 @@ struct Pending {
     approval: bool,
 }
 
-/// The pause in a `run_code` result's value, if the run paused.
-pub(crate) fn paused(value: &Value) -> Option<Pause> {
-    let paused = value.get("paused")?;
-    let run_id = paused.get("runId")?.as_str()?.to_owned();
+/// The questions a paused run puts, its pending calls named as the SDK names their tools.
+pub(crate) fn paused(paused: &PausedRun) -> Pause {
     let pending = paused
-        .get("pending")?
-        .as_array()?
+        .pending
         .iter()
-        .map(|call| {
-            Some(Pending {
-                call_id: call.get("callId")?.as_str()?.to_owned(),
-                tool: call.get("tool")?.as_str()?.to_owned(),
-                arguments: call.get("arguments").cloned().unwrap_or(Value::Null),
-                approval: call.get("approval").and_then(Value::as_bool) == Some(true),
-            })
+        .map(|call| Pending {
+            call_id: call.call_id.clone(),
+            tool: if call.global == "tools" {
+                call.name.clone()
+            } else {
+                format!("{}.{}", call.global, call.name)
+            },
+            arguments: json::clone_deep(&call.arguments),
+            approval: call.approval,
         })
-        .collect::<Option<Vec<_>>>()?;
-    Some(Pause { run_id, pending })
+        .collect();
+    Pause {
+        run_id: paused.run_id.clone(),
+        pending,
+    }
 }
 
 const APPROVAL: &str = "approval:";
@@ -190,11 +192,22 @@ mod tests {
     use super::*;
 
     fn pause() -> Pause {
-        let value = json!({"logs": [], "paused": {"runId": "r", "pending": [
-            {"callId": "1", "tool": "echo", "arguments": {"x": 1}, "approval": true},
-            {"callId": "2", "tool": "lookup", "arguments": {"q": "a"}},
-        ]}});
-        paused(&value).expect("a pause")
+        let call = |id: &str, name: &str, arguments: Value, approval: bool| {
+            codemode_runtime::code::PendingCall {
+                call_id: id.to_owned(),
+                global: "tools".to_owned(),
+                name: name.to_owned(),
+                arguments,
+                approval,
+            }
+        };
+        paused(&PausedRun {
+            run_id: "r".to_owned(),
+            pending: vec![
+                call("1", "echo", json!({"x": 1}), true),
+                call("2", "lookup", json!({"q": "a"}), false),
+            ],
+        })
     }
 
     #[test]

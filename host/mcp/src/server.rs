@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use codemode_runtime::code::Resume;
 use codemode_runtime::run_code::prompt::{run_code_description, sdk_tools, SEARCH_TOOLS_NAME};
-use codemode_runtime::run_code::{is_sub_call_id, Flavor, Resumptions};
+use codemode_runtime::run_code::{self, is_sub_call_id, CodeRequest, CodeRun, Flavor};
 use codemode_runtime::signal::AbortController;
 use codemode_runtime::tools::plugins::policy::Policy;
 use codemode_runtime::tools::{
@@ -123,8 +123,6 @@ pub(super) fn principal(context: &RequestContext<RoleServer>) -> Principal {
 pub struct ServedPausing {
     /// The store paused runs are kept in (shared by every replica).
     pub durability: Durability,
-    /// The resumptions `run_code` was installed with.
-    pub resumptions: Arc<Resumptions>,
     /// Approvals pause their run (`run_code`'s `approve_on` is the `--ask` tools).
     pub approvals: bool,
 }
@@ -457,7 +455,7 @@ impl Session {
         context: &RequestContext<RoleServer>,
         resume: Option<Resume>,
         abort: &CancellationToken,
-    ) -> Arc<ToolExecutionResult> {
+    ) -> (Arc<ToolExecutionResult>, Option<CodeRun>) {
         // Unique across processes and replicas: the root of every sub-call id and event.
         let call_id = uuid::Uuid::new_v4().to_string();
         let span = tracing::info_span!(
@@ -477,7 +475,7 @@ impl Session {
             .map(|parts| &parts.headers);
         super::trace::adopt_parent(&span, &context.meta.0 .0, headers);
         let started = Instant::now();
-        let result = self
+        let (result, run) = self
             .call(
                 call_id.clone(),
                 name.clone(),
@@ -500,7 +498,7 @@ impl Session {
             duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "tools/call answered"
         );
-        result
+        (result, run)
     }
 
     /// `run_code`: a new run, or with a `requestState` the paused run it names, resumed with
@@ -552,7 +550,7 @@ impl Session {
         abort: &CancellationToken,
     ) -> Result<CallToolResponse, McpError> {
         loop {
-            let result = self
+            let (result, run) = self
                 .execute(
                     RUN_CODE_NAME.to_owned(),
                     arguments.clone(),
@@ -562,7 +560,9 @@ impl Session {
                 )
                 .await;
             let pausing = self.served.pausing.get();
-            let pause = pausing.and_then(|_| result.value().and_then(input::paused));
+            let pause = pausing
+                .and_then(|_| run.as_ref()?.paused.as_ref())
+                .map(input::paused);
             let (Some(pausing), Some(pause)) = (pausing, pause) else {
                 return Ok(CallToolResponse::Complete(call_result(&result)?));
             };
@@ -645,6 +645,8 @@ impl Session {
 
     /// Runs one call through the pipeline, ending it when the client cancels and reporting
     /// progress to a client that asked for it (also while the sandbox is still being prepared).
+    /// A `run_code` call whose program and description are text goes typed (continuing
+    /// `resume`'s run) and gives its run back too; any other call goes as the client made it.
     async fn call(
         &self,
         call_id: String,
@@ -653,20 +655,40 @@ impl Session {
         context: &RequestContext<RoleServer>,
         resume: Option<Resume>,
         abort: &CancellationToken,
-    ) -> Arc<ToolExecutionResult> {
-        // Offered under this call's id, taken by the `run_code` call it starts, and withdrawn
-        // after it should the call end before taking it.
-        let resumptions = self.served.pausing.get().map(|p| p.resumptions.clone());
-        if let (Some(resumptions), Some(resume)) = (&resumptions, resume) {
-            resumptions.offer(call_id.clone(), resume);
-        }
+    ) -> (Arc<ToolExecutionResult>, Option<CodeRun>) {
         let offered = call_id.clone();
         let controller = AbortController::new();
-        let input = ToolExecutionInput::new(call_id, name, arguments, controller.signal())
-            .agent(&self.agent);
+        let text = |key: &str| {
+            arguments
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let typed = match (name == RUN_CODE_NAME, text("code"), text("description")) {
+            (true, Some(program), Some(description)) => {
+                let mut request =
+                    CodeRequest::new(call_id.clone(), program, description, controller.signal())
+                        .language(self.served.language())
+                        .agent(&self.agent);
+                request.resume = resume;
+                Some(request)
+            }
+            _ => None,
+        };
+        let registry = &self.served.registry;
+        let execution: futures::future::BoxFuture<'_, _> = match typed {
+            Some(request) => Box::pin(async move {
+                let outcome = run_code::run(registry, request).await;
+                (outcome.result, outcome.run)
+            }),
+            None => {
+                let input = ToolExecutionInput::new(call_id, name, arguments, controller.signal())
+                    .agent(&self.agent);
+                Box::pin(async move { (registry.execute(input).await, None) })
+            }
+        };
         // The runs this call pauses are the client's, for its quota.
-        let execution =
-            codemode_durable::pausing_for(principal(context), self.served.registry.execute(input));
+        let execution = codemode_durable::pausing_for(principal(context), execution);
         tokio::pin!(execution);
         let progress = context.meta.get_progress_token();
         // What the upstream servers this call reaches report, when the client listens.
@@ -713,9 +735,6 @@ impl Session {
                 let _ = context.peer.notify_progress(param).await;
             }
         };
-        if let Some(resumptions) = resumptions {
-            resumptions.take(&offered);
-        }
         result
     }
 }
@@ -768,11 +787,10 @@ impl ServerHandler for Session {
         let result = if name == SEARCH_TOOLS_NAME && listing.discovery.is_some() {
             self.search(&arguments).await?
         } else if listing.native.contains(&name) {
-            call_result(
-                &*self
-                    .execute(name, arguments, &context, None, &context.ct)
-                    .await,
-            )?
+            let (result, _) = self
+                .execute(name, arguments, &context, None, &context.ct)
+                .await;
+            call_result(&result)?
         } else {
             return Err(McpError::invalid_params(
                 format!("unknown tool \"{name}\""),

@@ -12,13 +12,16 @@
 //!
 //! The value is `{logs, result?}`, rendered as one text block; a failed run is the
 //! `CODE_RUN_FAILED` error `code run failed (<kind>): <message>`, followed by the captured
-//! output. Hosts that need the structured run (the failure's kind, cause and position, every
-//! sub-call and how it ended) get it through [`RunCodeConfig::on_run`].
+//! output. Hosts call it typed through [`run`]: a [`CodeRequest`] (the program, its language,
+//! budgets and resumption) in, a [`CodeOutcome`] (the logs, the value or the failure with its
+//! kind, cause and position, the pause, every sub-call and how it ended) out, through the same
+//! pipeline a model's call takes. [`RunCodeConfig::on_run`] observes every run, typed or not.
 //!
 //! Architecture invariant: nothing here knows about wasm; any [`CodeRuntime`] will do.
 
 pub mod prompt;
 mod render;
+mod request;
 mod scheduler;
 mod tool;
 
@@ -31,6 +34,8 @@ use crate::code::{CallOutcome, CodeRuntime, Resume, RunResult};
 use crate::tools::{EventSink, RegistrationGuard, Registry};
 
 pub use render::{excerpt, output_text, paused_text, pretty_json, render_value, NO_OUTPUT};
+pub(crate) use request::Inbox;
+pub use request::{run, CodeOutcome, CodeRequest, CodeRun};
 pub use scheduler::DEFERRED_IMAGE_PLUGIN;
 pub use tool::{paused_json, Flavor, DESCRIPTION_PARAMETER, PYTHON_FLAVOR, TYPESCRIPT_FLAVOR};
 

@@ -11,6 +11,7 @@ use tracing::{Instrument, Span};
 
 use codemode_sdk_gen::Language;
 
+use super::request::{CodeRun, Inbox, Typed};
 use crate::code::{
     BindingFn, BindingNamespace, BindingRef, CodeRuntime, ErrorClass, PausedRun, Preflight,
     RunRequest, RunResult,
@@ -122,12 +123,14 @@ pub(super) fn definition(
     let parameters =
         Schema::raw(flavor.parameters()).unwrap_or_else(|_| Schema::empty_parameters());
     let output = Schema::raw(output_schema()).unwrap_or_else(|_| Schema::empty_parameters());
+    let inbox = Arc::new(Inbox::default());
     let shared = Arc::new(Shared {
         registry: registry.downgrade(),
         runtime,
         config,
+        inbox: inbox.clone(),
     });
-    ToolDefinition::builder(RUN_CODE_NAME)
+    let mut definition = ToolDefinition::builder(RUN_CODE_NAME)
         .description(flavor.description)
         .parameters(parameters)
         .output(ToolOutput::new(output, |_args, value| {
@@ -163,13 +166,17 @@ pub(super) fn definition(
                 "rawInput": args.get("code").cloned().unwrap_or(Value::Null),
             }))
         })
-        .build()
+        .build();
+    definition.code_inbox = Some(inbox);
+    definition
 }
 
 struct Shared {
     registry: WeakRegistry,
     runtime: Option<Arc<dyn CodeRuntime>>,
     config: RunCodeConfig,
+    /// Typed requests ([`super::run`]) waiting for their call.
+    inbox: Arc<Inbox>,
 }
 
 fn missing_runtime(mode: ToolMode) -> ToolError {
@@ -184,6 +191,8 @@ async fn execute(
     span: Span,
 ) -> Result<Value, ToolError> {
     let started = Instant::now();
+    // A typed request for this call, if it came through `run_code::run`.
+    let typed = shared.inbox.take(ctx.call_id());
     let code = args.get("code").and_then(Value::as_str).unwrap_or_default();
     let description = args
         .get("description")
@@ -200,6 +209,15 @@ async fn execute(
     let Some(runtime) = shared.runtime.clone() else {
         return Err(missing_runtime(registry.mode_for(ctx.agent())));
     };
+    if let Some(typed) = &typed {
+        if typed.language != runtime.language() {
+            return Err(ToolError::new(format!(
+                "run_code: this runtime runs {} programs, not {}",
+                runtime.language().title(),
+                typed.language.title()
+            )));
+        }
+    }
 
     let driver_config = DriverConfig {
         registry: registry.clone(),
@@ -234,16 +252,28 @@ async fn execute(
         tools(&shared.config.pause_on),
         tools(&shared.config.approve_on),
     );
-    let resume = shared
-        .config
-        .resumptions
-        .as_ref()
-        .and_then(|book| book.take(ctx.call_id()));
+    let (resume, budgets, delivery) = match typed {
+        Some(Typed {
+            resume,
+            budgets,
+            delivery,
+            ..
+        }) => (resume, budgets, Some(delivery)),
+        None => {
+            let offered = shared.config.resumptions.as_ref();
+            (
+                offered.and_then(|book| book.take(ctx.call_id())),
+                None,
+                None,
+            )
+        }
+    };
     let request = RunRequest {
         program: code.to_owned(),
         pause_on,
         approve_on,
         resume,
+        budgets,
         bindings: vec![BindingNamespace {
             global: "tools".to_owned(),
             functions,
@@ -290,7 +320,22 @@ async fn execute(
             sub_calls: &sub_calls,
         });
     }
-    program_output(result, code)
+    match delivery {
+        None => program_output(result, code, None),
+        Some(delivery) => {
+            let mut run = CodeRun {
+                logs: Vec::new(),
+                failure: None,
+                hint: None,
+                paused: None,
+                compute_fuel: result.compute_fuel,
+                calls: sub_calls,
+            };
+            let output = program_output(result, code, Some(&mut run));
+            delivery.deliver(run);
+            output
+        }
+    }
 }
 
 /// The binding the program calls as `tools[name]`: queue the call, resolve when it commits.
@@ -305,8 +350,13 @@ fn binding(scheduler: Arc<Scheduler>, name: &str) -> BindingFn {
 }
 
 /// `{logs, result?, hint?}`, or the `CODE_RUN_FAILED` error with the failing line under a caret
-/// and the captured output.
-fn program_output(result: RunResult, code: &str) -> Result<Value, ToolError> {
+/// and the captured output. A typed request's `run` takes the rest of the result (the value
+/// stays in the output, where [`super::CodeOutcome::value`] finds it).
+fn program_output(
+    result: RunResult,
+    code: &str,
+    run: Option<&mut CodeRun>,
+) -> Result<Value, ToolError> {
     let RunResult {
         value,
         logs,
@@ -315,6 +365,32 @@ fn program_output(result: RunResult, code: &str) -> Result<Value, ToolError> {
         paused,
         ..
     } = result;
+    let Some(run) = run else {
+        return shape_output(value, logs, error, hint, paused.as_ref(), code);
+    };
+    let output = shape_output(
+        value,
+        logs.clone(),
+        error.clone(),
+        hint.clone(),
+        paused.as_ref(),
+        code,
+    );
+    run.logs = logs;
+    run.failure = error;
+    run.hint = hint;
+    run.paused = paused;
+    output
+}
+
+fn shape_output(
+    value: Option<Value>,
+    logs: Vec<String>,
+    error: Option<crate::code::RunFailure>,
+    hint: Option<String>,
+    paused: Option<&PausedRun>,
+    code: &str,
+) -> Result<Value, ToolError> {
     if let Some(failure) = error {
         let place = match (failure.line, failure.column) {
             (Some(line), column) => render::excerpt(code, line, column.unwrap_or(0))
@@ -348,7 +424,7 @@ fn program_output(result: RunResult, code: &str) -> Result<Value, ToolError> {
         output.insert("hint".to_owned(), Value::String(hint));
     }
     if let Some(paused) = paused {
-        output.insert("paused".to_owned(), paused_json(&paused));
+        output.insert("paused".to_owned(), paused_json(paused));
     }
     Ok(Value::Object(output))
 }

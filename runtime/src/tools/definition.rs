@@ -104,6 +104,8 @@ pub struct ToolDefinition {
     pub(crate) finalize_content: Option<Arc<FinalizeFn>>,
     pub(crate) present_call: Option<Arc<PresentCallFn>>,
     pub(crate) present_result: Option<Arc<PresentResultFn>>,
+    /// Where typed `run_code` requests wait for the call they belong to (`run_code` only).
+    pub(crate) code_inbox: Option<Arc<crate::run_code::Inbox>>,
 }
 
 impl std::fmt::Debug for ToolDefinition {
@@ -132,6 +134,7 @@ impl ToolDefinition {
                 finalize_content: None,
                 present_call: None,
                 present_result: None,
+                code_inbox: None,
             },
         }
     }

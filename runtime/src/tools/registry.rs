@@ -473,6 +473,14 @@ impl Registry {
         RegistrationGuard::new(self, Target::Transport(id))
     }
 
+    /// The installed `run_code` transport, whatever the mode.
+    pub(crate) fn code_transport(&self) -> Option<Arc<ToolDefinition>> {
+        read(&self.inner.state)
+            .code_transport
+            .as_ref()
+            .map(|(_, definition)| definition.clone())
+    }
+
     /// Masks the tools `scope` (and everything nested in it) inherits. Masks intersect; the
     /// scope's own registrations are exempt.
     pub fn restrict(

@@ -438,10 +438,32 @@ fn codemodes_files_and_the_users_credentials_are_out_of_sight() {
 }
 
 /// The binary and the module cache copied where `nobody` may read them, once per process.
+/// A static is never dropped, so the copy of an earlier test process (hundreds of megabytes)
+/// is removed by the next one: each copy is named after the process that made it.
 fn unprivileged_install() -> &'static (TempDir, PathBuf, PathBuf) {
     static INSTALL: std::sync::OnceLock<(TempDir, PathBuf, PathBuf)> = std::sync::OnceLock::new();
     INSTALL.get_or_init(|| {
-        let dir = temp_dir("exec-unprivileged");
+        const LABEL: &str = "exec-unprivileged";
+        let prefix = format!("codemode-{LABEL}-");
+        for entry in std::fs::read_dir(std::env::temp_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name();
+            let Some(owner) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(&prefix))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{owner}")).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let dir = temp_dir(&format!("{LABEL}-{}", std::process::id()));
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let binary = dir.join("codemode");
         std::fs::copy(codemode_binary(), &binary).expect("the binary copied");

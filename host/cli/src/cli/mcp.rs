@@ -64,7 +64,6 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
     };
     let served_pausing = pausing.as_ref().map(|p| ServedPausing {
         durability: p.durability.clone(),
-        resumptions: p.resumptions.clone(),
         approvals: approvals_pause,
     });
     let served_tasks = pausing

@@ -2,13 +2,11 @@
 //! the tool pipeline), the result for people or as JSON.
 
 use std::io::{IsTerminal, Read, Write};
-use std::sync::{Arc, Mutex};
 
-use codemode_runtime::code::{Resume, RunFailure, RunResult};
+use codemode_runtime::code::{Resume, RunFailure};
 use codemode_runtime::json;
-use codemode_runtime::run_code::{self, RunObserver, RunReport, SubCallRecord};
+use codemode_runtime::run_code::{self, CodeOutcome, CodeRequest, CodeRun, SubCallRecord};
 use codemode_runtime::signal::AbortController;
-use codemode_runtime::tools::{ToolExecutionInput, RUN_CODE_NAME};
 use serde_json::{json, Map, Value};
 
 use super::approval::{ApprovedAtResume, TerminalApproval};
@@ -30,32 +28,32 @@ fn read_program(args: &RunArgs) -> Result<String, String> {
 }
 
 /// Writes the `--json` document (exactly one object) without copying the value.
-fn write_json_document(result: &RunResult, calls: &[SubCallRecord], out: &mut String) {
+fn write_json_document(run: &CodeRun, value: Option<&Value>, out: &mut String) {
     out.push_str("{\"logs\":[");
-    for (i, line) in result.logs.iter().enumerate() {
+    for (i, line) in run.logs.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
         json::write_string(line, out);
     }
     out.push(']');
-    if let Some(error) = &result.error {
+    if let Some(error) = &run.failure {
         out.push_str(",\"error\":");
         json::write(&failure_json(error), out);
-    } else if let Some(value) = &result.value {
+    } else if let Some(value) = value {
         out.push_str(",\"result\":");
         json::write(value, out);
-    } else if let Some(paused) = &result.paused {
+    } else if let Some(paused) = &run.paused {
         out.push_str(",\"paused\":");
         json::write(&run_code::paused_json(paused), out);
     }
-    if let Some(hint) = &result.hint {
+    if let Some(hint) = &run.hint {
         out.push_str(",\"hint\":");
         json::write_string(hint, out);
     }
     out.push_str(",\"calls\":");
-    json::write(&calls_json(calls), out);
-    if let Some(fuel) = result.compute_fuel {
+    json::write(&calls_json(&run.calls), out);
+    if let Some(fuel) = run.compute_fuel {
         out.push_str(",\"computeFuel\":");
         out.push_str(&fuel.to_string());
     }
@@ -89,32 +87,6 @@ fn failure_json(f: &RunFailure) -> Value {
     Value::Object(e)
 }
 
-/// Nesting depth of `value`, without recursion.
-fn depth(value: &Value) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(value, 1usize)];
-    while let Some((v, d)) = stack.pop() {
-        deepest = deepest.max(d);
-        match v {
-            Value::Array(items) => stack.extend(items.iter().map(|i| (i, d + 1))),
-            Value::Object(map) => stack.extend(map.values().map(|i| (i, d + 1))),
-            _ => {}
-        }
-    }
-    deepest
-}
-
-/// Strings raw; shallow values as pretty JSON; deep ones compact (pretty-printing recurses).
-fn pretty(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other if depth(other) <= 64 => {
-            serde_json::to_string_pretty(other).unwrap_or_else(|_| json::to_string(other))
-        }
-        other => json::to_string(other),
-    }
-}
-
 /// Text a program chose, made safe for a terminal: control characters other than newline and
 /// tab (an escape sequence could rewrite the screen or the title, or hide output) are shown as
 /// `\u{..}` escapes instead of being sent.
@@ -135,20 +107,20 @@ fn printable(text: &str) -> std::borrow::Cow<'_, str> {
         .into()
 }
 
-fn print_human(result: &RunResult, program: &str) {
+fn print_human(run: &CodeRun, value: Option<&Value>, program: &str) {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    for line in &result.logs {
+    for line in &run.logs {
         let _ = writeln!(out, "{}", printable(line));
     }
-    if let Some(value) = &result.value {
-        let _ = writeln!(out, "{}", printable(&pretty(value)));
+    if let Some(value) = value {
+        let _ = writeln!(out, "{}", printable(&run_code::render_value(value)));
     }
     let _ = out.flush();
-    if let Some(hint) = &result.hint {
+    if let Some(hint) = &run.hint {
         eprintln!("{}", printable(hint));
     }
-    if let Some(paused) = &result.paused {
+    if let Some(paused) = &run.paused {
         let report = run_code::paused_json(paused);
         eprintln!("paused: run {} waits for", paused.run_id);
         for call in report["pending"].as_array().into_iter().flatten() {
@@ -171,7 +143,7 @@ fn print_human(result: &RunResult, program: &str) {
             paused.run_id
         );
     }
-    if let Some(error) = &result.error {
+    if let Some(error) = &run.failure {
         let color = std::io::stderr().is_terminal();
         let (red, bold, reset) = if color {
             ("\x1b[31m", "\x1b[1m", "\x1b[0m")
@@ -192,38 +164,16 @@ fn print_human(result: &RunResult, program: &str) {
             error.kind,
             printable(&error.message)
         );
-        if let Some(line) = error.line {
-            if let Some(text) = program.lines().nth(line.saturating_sub(1) as usize) {
-                eprintln!("{:>5} | {}", line, printable(text));
-                if let Some(col) = error.column {
-                    let pad: String = text
-                        .chars()
-                        .take(col.saturating_sub(1) as usize)
-                        .map(|c| if c == '\t' { '\t' } else { ' ' })
-                        .collect();
-                    eprintln!("      | {pad}{red}^{reset}");
-                }
+        let excerpt = error
+            .line
+            .and_then(|line| run_code::excerpt(program, line, error.column.unwrap_or(0)));
+        if let Some(excerpt) = excerpt {
+            // The caret, when there is one, ends the excerpt: it alone is coloured.
+            match excerpt.strip_suffix('^') {
+                Some(before) => eprintln!("{}{red}^{reset}", printable(before)),
+                None => eprintln!("{}", printable(&excerpt)),
             }
         }
-    }
-}
-
-/// What the run reported, copied out of the `run_code` observer.
-#[derive(Default)]
-struct Report {
-    result: Option<RunResult>,
-    calls: Vec<SubCallRecord>,
-}
-
-fn copy_result(result: &RunResult) -> RunResult {
-    RunResult {
-        value: result.value.as_ref().map(json::clone_deep),
-        logs: result.logs.clone(),
-        error: result.error.clone(),
-        calls: Vec::new(),
-        hint: result.hint.clone(),
-        paused: result.paused.clone(),
-        compute_fuel: result.compute_fuel,
     }
 }
 
@@ -290,39 +240,25 @@ pub(super) async fn run_job(
                 return EXIT_USAGE;
             }
         };
-    let report = Arc::new(Mutex::new(Report::default()));
-    let slot = report.clone();
-    let on_run: RunObserver = Arc::new(move |run: &RunReport<'_>| {
-        let mut report = slot.lock().unwrap_or_else(|p| p.into_inner());
-        report.result = Some(copy_result(run.result));
-        report.calls = run.sub_calls.to_vec();
-    });
-    let resuming = job.resume.is_some();
-    // Unique across processes: the root of every sub-call id and event of this run.
-    let call_id = uuid::Uuid::new_v4().to_string();
-    if let (Some(pausing), Some(resume)) = (&pausing, job.resume) {
-        pausing.resumptions.offer(&call_id, resume);
-    }
     let pauses_on_ask = pausing.as_ref().is_some_and(|p| !p.approve_on.is_empty());
     let installed = if pauses_on_ask {
-        session.install_run_code(budget, &tools.ask, ApprovedAtResume, Some(on_run), pausing)
+        session.install_run_code(budget, &tools.ask, ApprovedAtResume, pausing)
     } else {
-        session.install_run_code(budget, &tools.ask, TerminalApproval, Some(on_run), pausing)
+        session.install_run_code(budget, &tools.ask, TerminalApproval, pausing)
     };
     if let Err(message) = installed {
         eprintln!("{message}");
         return EXIT_USAGE;
     }
-    let registry = &session.registry;
+    let resuming = job.resume.is_some();
     let interrupt = AbortController::new();
-    let input = ToolExecutionInput::new(
-        call_id,
-        RUN_CODE_NAME,
-        json!({"code": job.program, "description": job.description}),
-        interrupt.signal(),
-    )
-    .agent(&session.agent);
-    let call = registry.execute(input);
+    // Unique across processes: the root of every sub-call id and event of this run.
+    let call_id = uuid::Uuid::new_v4().to_string();
+    let mut request = CodeRequest::new(call_id, job.program, job.description, interrupt.signal())
+        .agent(&session.agent);
+    request.resume = job.resume;
+    let program = request.program.clone();
+    let call = run_code::run(&session.registry, request);
     tokio::pin!(call);
     let outcome = tokio::select! {
         outcome = &mut call => outcome,
@@ -333,17 +269,19 @@ pub(super) async fn run_job(
     };
     // Background jobs end with the process that owns them.
     session.shutdown().await;
-    let Report { result, calls } =
-        std::mem::take(&mut *report.lock().unwrap_or_else(|p| p.into_inner()));
-    let Some(result) = result else {
+    let CodeOutcome { result, run } = &outcome;
+    let Some(run) = run else {
         // The call ended before a program ran: the pipeline, or the runtime (a resume it
         // refused), turned it away.
-        let text = outcome.text();
-        let text = text.strip_prefix("Error: ").unwrap_or(&text);
-        if text.starts_with("codemode:") {
-            eprintln!("{text}");
+        let message = result
+            .error()
+            .map_or("run_code returned no run", |failure| {
+                failure.message.as_str()
+            });
+        if message.starts_with("codemode:") {
+            eprintln!("{message}");
         } else {
-            eprintln!("codemode: {text}");
+            eprintln!("codemode: {message}");
         }
         return if resuming {
             EXIT_USAGE
@@ -351,22 +289,26 @@ pub(super) async fn run_job(
             EXIT_PROGRAM_FAILED
         };
     };
+    let value = outcome.value();
     if job.json {
         let mut text = String::new();
-        write_json_document(&result, &calls, &mut text);
+        write_json_document(run, value, &mut text);
         println!("{text}");
     } else {
-        print_human(&result, &job.program);
+        print_human(run, value, &program);
     }
-    let code = if result.error.is_some() {
+    let code = if run.failure.is_some() {
         EXIT_PROGRAM_FAILED
-    } else if result.paused.is_some() {
+    } else if run.paused.is_some() {
         EXIT_PAUSED
     } else {
         EXIT_OK
     };
-    if let Some(value) = result.value {
-        json::drop_deep(value);
+    // A deep value is dropped without recursion.
+    if let Ok(result) = std::sync::Arc::try_unwrap(outcome.result) {
+        if let codemode_runtime::tools::ToolOutcome::Success { value, .. } = result.outcome {
+            json::drop_deep(value);
+        }
     }
     code
 }

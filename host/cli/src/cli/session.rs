@@ -10,7 +10,7 @@ use codemode_host::builtins;
 use codemode_host::Durability;
 use codemode_mcp::{self as mcp, Upstream, UpstreamSpec};
 use codemode_runtime::run_code::prompt::{sdk_tools, SEARCH_TOOLS_NAME};
-use codemode_runtime::run_code::{self, Resumptions, RunCodeConfig, RunObserver};
+use codemode_runtime::run_code::{self, RunCodeConfig};
 use codemode_runtime::tools::events::{self, EventSink, JsonlWriter};
 use codemode_runtime::tools::plugins::{policy::Policy, timeout};
 use codemode_runtime::tools::{
@@ -229,20 +229,19 @@ impl ToolSession {
         tools
     }
 
-    /// Installs `run_code` over a sandbox with `budget`'s limits, the `--events` sink, an
-    /// approval channel for `--ask`, and `on_run`. `Err` is a usage error.
+    /// Installs `run_code` over a sandbox with `budget`'s limits, the `--events` sink and an
+    /// approval channel for `--ask`. `Err` is a usage error.
     pub fn install_run_code(
         &mut self,
         budget: &BudgetArgs,
         ask: &[String],
         approval: impl ApprovalHook,
-        on_run: Option<RunObserver>,
         pausing: Option<Pausing>,
     ) -> Result<(), String> {
         let fit = Fit::checked(budget, pausing.as_ref())?;
         let runtime = super::prepare_runtime(budget.budgets()).map_err(|e| e.to_string())?;
         fit.apply(&runtime);
-        self.install(Arc::new(runtime), budget, ask, approval, on_run, pausing)
+        self.install(Arc::new(runtime), budget, ask, approval, pausing)
     }
 
     /// Installs `run_code` like [`ToolSession::install_run_code`] over a sandbox prepared in
@@ -261,7 +260,7 @@ impl ToolSession {
         })
         .map_err(|e| e.to_string())?;
         let readiness = runtime.readiness();
-        self.install(Arc::new(runtime), budget, ask, approval, None, pausing)?;
+        self.install(Arc::new(runtime), budget, ask, approval, pausing)?;
         Ok(readiness)
     }
 
@@ -271,13 +270,11 @@ impl ToolSession {
         budget: &BudgetArgs,
         ask: &[String],
         approval: impl ApprovalHook,
-        on_run: Option<RunObserver>,
         pausing: Option<Pausing>,
     ) -> Result<(), String> {
         let mut config = RunCodeConfig::default()
             .max_parallel_sub_calls(budget.max_parallel as usize)
             .preflight(!budget.no_preflight);
-        config.on_run = on_run;
         if let Some(pausing) = pausing {
             let known: Vec<String> = self
                 .registry
@@ -294,8 +291,7 @@ impl ToolSession {
             }
             config = config
                 .pause_on(pausing.pause_on)
-                .approve_on(pausing.approve_on)
-                .resumptions(pausing.resumptions);
+                .approve_on(pausing.approve_on);
         }
         if let Some(path) = &budget.events {
             let file = std::fs::OpenOptions::new()
@@ -355,7 +351,6 @@ pub struct Pausing {
     pub pause_on: Vec<String>,
     /// Tools whose approvals pause the run (`--pause-on-ask`: the `--ask` tools).
     pub approve_on: Vec<String>,
-    pub resumptions: Arc<Resumptions>,
 }
 
 impl Pausing {
@@ -387,7 +382,6 @@ impl Pausing {
             } else {
                 Vec::new()
             },
-            resumptions: Arc::default(),
         })
     }
 }
