@@ -10,6 +10,11 @@
 //! have it; the target is added with rustup (or the build stops at once with the command
 //! that adds it), rather than failing deep inside the guest build with `can't find crate for
 //! core`.
+//!
+//! Code that is only checked needs no guest: with `CODEMODE_GUEST_STUB=1` (for `cargo check`),
+//! and under clippy while no guest has been built in this target directory yet, the host gets
+//! an empty module instead (as javy does), and the next build that is not stubbed builds the
+//! real one. A host built with the stub refuses to start a sandbox, saying why.
 
 use std::env;
 use std::fs;
@@ -38,11 +43,22 @@ fn main() {
         println!("cargo:rerun-if-changed={}", guest_dir.join(path).display());
     }
     println!("cargo:rerun-if-env-changed=CODEMODE_GUEST_TARGET_DIR");
+    println!("cargo:rerun-if-env-changed=CODEMODE_GUEST_STUB");
+    // For the check of the documented limits against the code (src/documented_limits.rs).
+    println!("cargo:rustc-env=CODEMODE_GUEST_STACK_BYTES={GUEST_STACK_BYTES}");
 
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
     let target_dir = env::var_os("CODEMODE_GUEST_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| shared_guest_target(&out_dir));
+    let built = target_dir
+        .join("wasm32-wasip1")
+        .join("release")
+        .join("codemode_guest.wasm");
+    if stubbed(&built) {
+        stub(&out_dir);
+        return;
+    }
 
     ensure_wasm_target();
 
@@ -75,19 +91,46 @@ fn main() {
     patched_boa::check_lock(&guest_dir, &prepared.manifest);
     patched_boa::record_built(&prepared, &target_dir);
 
-    let built = target_dir
-        .join("wasm32-wasip1")
-        .join("release")
-        .join("codemode_guest.wasm");
     let bytes = fs::read(&built).expect("the guest build produced no module");
+    emit_guest(&out_dir, &bytes);
+}
+
+/// Whether this build gets the stub: asked for, or clippy with no guest built yet (a checkout
+/// linted before it was ever built would otherwise wait for the whole guest).
+fn stubbed(built: &Path) -> bool {
+    if env::var_os("CODEMODE_GUEST_STUB").is_some_and(|v| v == "1") {
+        return true;
+    }
+    let under_clippy = env::var_os("RUSTC_WORKSPACE_WRAPPER")
+        .and_then(|w| {
+            let name = Path::new(&w).file_stem()?.to_str()?.to_owned();
+            Some(name.contains("clippy-driver"))
+        })
+        .unwrap_or(false);
+    under_clippy && !built.exists()
+}
+
+/// The empty module a stubbed build embeds. The build script runs again on the next build
+/// (the path it watches never exists), which builds the real guest unless stubbed again.
+fn stub(out_dir: &Path) {
+    println!(
+        "cargo:rerun-if-changed={}",
+        out_dir.join("the-real-guest-is-not-built").display()
+    );
+    println!("cargo:warning=the sandbox guest is a stub in this build (for checking only)");
+    emit_guest(out_dir, STUB_GUEST);
+}
+
+/// A module with nothing in it: the header alone.
+const STUB_GUEST: &[u8] = b"\0asm\x01\0\0\0";
+
+fn emit_guest(out_dir: &Path, bytes: &[u8]) {
     let copy = out_dir.join("codemode_guest.wasm");
-    fs::write(&copy, &bytes).expect("copy the guest module");
-    let digest = Sha256::digest(&bytes);
+    fs::write(&copy, bytes).expect("copy the guest module");
+    let digest = Sha256::digest(bytes);
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     println!("cargo:rustc-env=CODEMODE_GUEST_WASM={}", copy.display());
     println!("cargo:rustc-env=CODEMODE_GUEST_SHA256={hex}");
-    // For the check of the documented limits against the code (src/documented_limits.rs).
-    println!("cargo:rustc-env=CODEMODE_GUEST_STACK_BYTES={GUEST_STACK_BYTES}");
 }
 
 /// `cargo <subcommand>` on the generated guest manifest for `wasm32-wasip1` in release, in the

@@ -21,6 +21,9 @@ use crate::interruption::Interruption;
 
 /// The guest module, built by `host/build/main.rs`.
 pub const GUEST_WASM: &[u8] = include_bytes!(env!("CODEMODE_GUEST_WASM"));
+
+/// The size of the stub guest a checking build embeds (`host/build/main.rs`): a header alone.
+const STUB_GUEST_LEN: usize = 8;
 pub(crate) const GUEST_SHA256: &str = env!("CODEMODE_GUEST_SHA256");
 
 /// One epoch tick, for the schemes with epochs that `codemode bench --interruption` measures
@@ -45,6 +48,10 @@ pub enum EngineError {
         #[source]
         source: WasmtimeCause,
     },
+    /// This build embeds the stub guest of a build that was only checked
+    /// (`CODEMODE_GUEST_STUB=1`, or clippy before the guest was first built).
+    #[error("codemode: the sandbox engine is unavailable: this build has no guest, only the stub a checking build embeds; build it again without CODEMODE_GUEST_STUB (`cargo build`)")]
+    StubGuest,
     /// A module did not compile.
     #[error("codemode: the sandbox engine is unavailable: cannot compile the module: {message}")]
     Compile {
@@ -148,8 +155,8 @@ fn pool() -> wasmtime::PoolingAllocationConfig {
     // A freed slot is reset to the pristine image in place: the pages the run dirtied (found
     // with Linux's PAGEMAP_SCAN, up to KEEP_RESIDENT of them) are copied back from the image and
     // stay mapped, so the next run in the slot takes no page faults on them. Without this every
-    // run re-faulted ~90 pages (each a copy-on-write fault plus a TLB-shootdown IPI) and
-    // `madvise`d them away again afterwards: 0.8 ms instead of 0.3 ms for `return 1`. Where the
+    // run re-faulted the pages it dirtied (each a copy-on-write fault plus a TLB-shootdown IPI)
+    // and `madvise`d them away again afterwards (BENCHMARKS.md says what that cost). Where the
     // scan is unavailable (Linux before 6.7) wasmtime instead resets the first KEEP_RESIDENT
     // bytes with a copy and `madvise`s the rest, which still avoids most of those faults.
     pool.pagemap_scan(if swap_enabled() {
@@ -271,8 +278,8 @@ fn cache_path(engine: &Engine, interruption: Interruption) -> Option<PathBuf> {
 }
 
 /// A cache entry is two files: `<key>.cwasm`, exactly what `Module::serialize` wrote, so that
-/// it can be memory-mapped rather than read and copied (13 MB: copying it was most of a CLI
-/// run's time), and `<key>.cwasm.sum`, its length and CRC-32 (little-endian), written after it.
+/// it can be memory-mapped rather than read and copied (copying the whole module was most of
+/// a short CLI run's time), and `<key>.cwasm.sum`, its length and CRC-32 (little-endian), written after it.
 const SUM_LEN: usize = 12;
 
 fn sum_path(path: &Path) -> PathBuf {
@@ -417,6 +424,9 @@ fn load_module(
     engine: &Engine,
     interruption: Interruption,
 ) -> Result<(Module, ModuleSource), EngineError> {
+    if GUEST_WASM.len() <= STUB_GUEST_LEN {
+        return Err(EngineError::StubGuest);
+    }
     let path = cache_path(engine, interruption);
     if let Some(path) = &path {
         if let Some(module) = read_cached(engine, path) {

@@ -16,7 +16,7 @@ use wasmtime::{AsContextMut, Caller, Global, Instance, Store, Trap, Val};
 use crate::store::{Meter, RunState};
 
 /// Most fuel the guest holds at a time: half a millisecond of compute at `FUEL_PER_MS`, so a
-/// guest that only computes comes back to the host every 0.25–1 ms (the rate depends on the
+/// guest that only computes comes back to the host about that often (the rate depends on the
 /// program), where it is stopped if its wall clock has run out or it was aborted.
 pub(crate) const SLICE: u64 = crate::config::FUEL_PER_MS / 2;
 

@@ -167,8 +167,8 @@ impl Watch {
 /// How long a guest that only computes (no call in flight) keeps its worker thread before its
 /// task goes back to tokio's queue. Each of its fuel yields (every `meter::SLICE`) checks the
 /// watch in place, so wall-clock and abort stops come as soon as before; a trip through the
-/// executor at every fuel yield cost calls.js 7 % of its time, about 35 µs a trip (the task,
-/// rescheduled, woke the idle worker, which often took it and ran the guest on the other
+/// executor at every fuel yield was a measurable share of a call-heavy program's time (the
+/// task, rescheduled, woke the idle worker, which often took it and ran the guest on the other
 /// core's cold caches). A guest with calls in flight (started, or finished and not yet
 /// delivered) still returns at every yield, as before: its calls, and `run_code`'s scheduler
 /// that starts them, are polled only then, and a test driving a loop of calls from a

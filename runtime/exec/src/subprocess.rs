@@ -6,9 +6,8 @@
 //! running.
 //!
 //! A new group, not a new session, where nothing else needs the child's side of a fork: the
-//! standard library then starts it with `posix_spawn`, about ten times faster than a fork of a
-//! process holding wasmtime's memory reservations (2 ms against 22 ms for `bash -c true`,
-//! measured by `codemode bench`). Where the backend works between fork and exec anyway
+//! standard library then starts it with `posix_spawn`, far faster than a fork of a process
+//! holding wasmtime's memory reservations (`codemode bench` measures it as `bash_true_ms`). Where the backend works between fork and exec anyway
 //! (`sandbox`), and for terminals (which need a controlling terminal), the leader gets a
 //! session of its own, and signals also reach the session's other groups.
 

@@ -580,8 +580,9 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let release = Arc::new(AtomicBool::new(false));
     // VmRSS also counts every page of the cached module file each instance maps, and how many
     // pages one read fault maps depends on the folios that file has in the page cache (a file
-    // just written maps fewer than one read back later): the same binary measured 1.20 and 1.32
-    // MiB. RssAnon, the pages instances wrote and the host's own heap, does not depend on it.
+    // just written maps fewer than one read back later), so the same binary measures
+    // differently from run to run. RssAnon, the pages instances wrote and the host's own heap,
+    // does not depend on it.
     let before = rss_kib("VmRSS:").unwrap_or(0);
     let before_private = rss_kib("RssAnon:").unwrap_or(0);
     let mut alive = Vec::new();
