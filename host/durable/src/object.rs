@@ -62,6 +62,9 @@ impl ObjectStateStore {
                 None,
             ));
         }
+        // The store's TLS takes the process's crypto provider; ring is codemode's. A provider
+        // installed before (by the host, or an upstream's client) stays.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut builder = AmazonS3Builder::from_env();
         for (name, value) in options {
             let key: AmazonS3ConfigKey = name
