@@ -5,7 +5,7 @@
 //! loops, or one loop's body outside the loops nested in it) is a *region*, and its cost is
 //! the number of operators it holds, priced as wasmtime's own fuel prices them (1 each, 0 for
 //! the structural ones). At each check point the region's cost is subtracted from a mutable
-//! `i64` global. Loop headers, and the entries of the functions [`plan`] picks, also test the
+//! `i64` global. Loop headers, and the entries of the functions `plan` picks, also test the
 //! global and call the host's [`EXHAUSTED_IMPORT`] once it is below zero; they are placed so
 //! that no unbounded work can pass without a test. A region's cost does not depend on which
 //! of its branches run, so the meter charges what a region could run rather than what it ran,

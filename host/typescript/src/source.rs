@@ -78,7 +78,7 @@ impl Source {
         })
     }
 
-    /// The wrapped text the spans index (from [`BASE`]).
+    /// The wrapped text the spans index (from `BASE`).
     pub fn wrapped(&self) -> &str {
         &self.wrapped
     }
@@ -89,7 +89,7 @@ impl Source {
     }
 
     /// The byte offset in the wrapped text of a 1-based line and column of the program
-    /// (columns count characters; lines end as Boa's do, see [`line_starts`]).
+    /// (columns count characters; lines end as Boa's do, see `line_starts`).
     pub fn offset_of(&self, line: u32, column: u32) -> Option<usize> {
         offset_in(self.program(), &self.starts, line, column).map(|at| PREFIX.len() + at)
     }
