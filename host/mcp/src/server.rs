@@ -294,7 +294,7 @@ impl Served {
     }
 
     /// Tells the server that its runs pause into a store (`run_code` was installed with
-    /// `pausing`'s resumptions and its pausing tools): pauses become questions to the client,
+    /// `pausing`'s pausing tools): pauses become questions to the client,
     /// and answers resume the runs. Set once; later calls are ignored.
     pub fn keep_paused_runs(&self, pausing: ServedPausing) {
         let _ = self.pausing.set(pausing);

@@ -25,12 +25,12 @@ mod request;
 mod scheduler;
 mod tool;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::code::{CallOutcome, CodeRuntime, Resume, RunResult};
+use crate::code::{CallOutcome, CodeRuntime, RunResult};
 use crate::tools::{EventSink, RegistrationGuard, Registry};
 
 pub use render::{excerpt, output_text, paused_text, pretty_json, render_value, NO_OUTPUT};
@@ -88,8 +88,6 @@ pub struct RunCodeConfig {
     pub pause_on: BTreeSet<String>,
     /// Tools whose calls pause the run for an approval (see `RunRequest::approve_on`).
     pub approve_on: BTreeSet<String>,
-    /// Where the host leaves resumptions for `run_code` calls it is about to make.
-    pub resumptions: Option<Arc<Resumptions>>,
     /// Check each program's tool calls against the tools' schemas before it runs (on by
     /// default; see [`crate::code::Preflight`]).
     pub preflight: bool,
@@ -114,31 +112,6 @@ pub fn root_call_id(call_id: &str) -> &str {
     call_id.split(SUB_CALL_MARK).next().unwrap_or(call_id)
 }
 
-/// Resumptions the host offers to `run_code` calls by call id: a `run_code` call whose id has
-/// one continues that paused run (its `code` is then unused). Only the host offers them; the
-/// model-facing schema is unchanged.
-#[derive(Debug, Default)]
-pub struct Resumptions {
-    offered: Mutex<HashMap<String, Resume>>,
-}
-
-impl Resumptions {
-    /// The `run_code` call with id `call_id` will continue `resume`'s run.
-    pub fn offer(&self, call_id: impl Into<String>, resume: Resume) {
-        self.lock().insert(call_id.into(), resume);
-    }
-
-    /// Takes the resumption offered to `call_id`, if any.
-    pub fn take(&self, call_id: &str) -> Option<Resume> {
-        self.lock().remove(call_id)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Resume>> {
-        // Held only for one map operation; a panic cannot leave the map half-updated.
-        self.offered.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 impl Default for RunCodeConfig {
     fn default() -> Self {
         Self {
@@ -148,7 +121,6 @@ impl Default for RunCodeConfig {
             on_run: None,
             pause_on: BTreeSet::new(),
             approve_on: BTreeSet::new(),
-            resumptions: None,
             preflight: true,
         }
     }
@@ -163,7 +135,6 @@ impl fmt::Debug for RunCodeConfig {
             .field("on_run", &self.on_run.is_some())
             .field("pause_on", &self.pause_on)
             .field("approve_on", &self.approve_on)
-            .field("resumptions", &self.resumptions.is_some())
             .field("preflight", &self.preflight)
             .finish()
     }
@@ -197,12 +168,6 @@ impl RunCodeConfig {
     /// Makes calls of `tools` pause the run until a human approves or denies them.
     pub fn approve_on(mut self, tools: impl IntoIterator<Item = String>) -> Self {
         self.approve_on.extend(tools);
-        self
-    }
-
-    /// Lets the host resume paused runs through `resumptions`.
-    pub fn resumptions(mut self, resumptions: Arc<Resumptions>) -> Self {
-        self.resumptions = Some(resumptions);
         self
     }
 

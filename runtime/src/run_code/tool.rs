@@ -252,6 +252,7 @@ async fn execute(
         tools(&shared.config.pause_on),
         tools(&shared.config.approve_on),
     );
+    // Only a typed request resumes a run or tightens its budgets: a model's call cannot.
     let (resume, budgets, delivery) = match typed {
         Some(Typed {
             resume,
@@ -259,14 +260,7 @@ async fn execute(
             delivery,
             ..
         }) => (resume, budgets, Some(delivery)),
-        None => {
-            let offered = shared.config.resumptions.as_ref();
-            (
-                offered.and_then(|book| book.take(ctx.call_id())),
-                None,
-                None,
-            )
-        }
+        None => (None, None, None),
     };
     let request = RunRequest {
         program: code.to_owned(),
