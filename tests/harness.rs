@@ -16,6 +16,7 @@ use codemode_runtime::tools::{
     AgentScope, ContentBlock, RegistrationGuard, Registry, Schema, ToolDefinition, ToolError,
     ToolExecutionInput, ToolExecutionResult, ToolMode, ToolOutput, ToolRunContext, RUN_CODE_NAME,
 };
+use codemode_sdk_gen::Language;
 use serde_json::{json, Value};
 
 /// Session events kept in memory.
@@ -177,11 +178,24 @@ impl CodeMode {
     }
 
     pub fn with(config: RunCodeConfig, budgets: Budgets) -> Self {
+        Self::for_language(Language::TypeScript, config, budgets)
+    }
+
+    /// A registry whose `run_code` runs Python programs.
+    pub fn python() -> Self {
+        Self::for_language(
+            Language::Python,
+            RunCodeConfig::default(),
+            Budgets::default(),
+        )
+    }
+
+    pub fn for_language(language: Language, config: RunCodeConfig, budgets: Budgets) -> Self {
         let registry = Registry::with_mode(ToolMode::Code);
         let events = Arc::new(EventLog::default());
         let reports: Arc<Mutex<Vec<Report>>> = Arc::default();
         let sink = reports.clone();
-        let runtime = Arc::new(WasmCodeRuntime::new(budgets).expect("runtime"));
+        let runtime = Arc::new(WasmCodeRuntime::for_language(language, budgets).expect("runtime"));
         let config = config.events(events.clone()).on_run(move |run| {
             sink.lock().unwrap().push(Report {
                 result: RunResult {

@@ -15,7 +15,8 @@ use boa_engine::object::builtins::{JsFunction, JsPromise};
 use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::{js_string, Context, JsError, JsResult, JsString, JsValue, NativeFunction};
 
-use crate::{host, json_out, snapshot};
+use crate::{json_out, snapshot};
+use codemode_guest_imports as host;
 
 /// A call the host accepted and has not answered yet.
 struct Pending {

@@ -12,7 +12,6 @@
 
 mod calls;
 mod heap;
-mod host;
 mod jobs;
 mod json_in;
 mod json_out;
@@ -31,6 +30,7 @@ use boa_engine::{
     NativeFunction, Source,
 };
 
+use codemode_guest_imports as host;
 use codemode_wire::{Delivery, Done, DoneKind, STATUS_DONE, STATUS_WAITING};
 
 const PRELUDE: &str = include_str!("prelude.js");

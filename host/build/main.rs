@@ -37,6 +37,11 @@ fn main() {
         "Cargo.toml",
         "Cargo.lock",
         "patches",
+        "imports",
+        "python/src",
+        "python/Cargo.toml",
+        "python/Cargo.lock",
+        "python/patches",
         "../host/wire/src",
         "../host/wire/Cargo.toml",
     ] {
@@ -63,14 +68,56 @@ fn main() {
     ensure_wasm_target();
 
     let cargo = PathBuf::from(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    build_guest(&cargo, &guest_dir, &target_dir, &[]);
+    let bytes = fs::read(&built).expect("the guest build produced no module");
+    emit_guest(&out_dir, JS_GUEST, &bytes);
+
+    // Monty declares a newer Rust than this toolchain; it builds on it (GUIDE.md).
+    let python_dir = guest_dir.join("python");
+    let python_target = target_dir.join("python");
+    build_guest(
+        &cargo,
+        &python_dir,
+        &python_target,
+        &["--ignore-rust-version"],
+    );
+    let built = python_target
+        .join("wasm32-wasip1")
+        .join("release")
+        .join("codemode_guest_python.wasm");
+    let bytes = fs::read(&built).expect("the Python guest build produced no module");
+    emit_guest(&out_dir, PYTHON_GUEST, &bytes);
+}
+
+/// The two guests: the file each is copied to and the variables naming it and its digest.
+struct Guest {
+    file: &'static str,
+    path_var: &'static str,
+    digest_var: &'static str,
+}
+
+const JS_GUEST: Guest = Guest {
+    file: "codemode_guest.wasm",
+    path_var: "CODEMODE_GUEST_WASM",
+    digest_var: "CODEMODE_GUEST_SHA256",
+};
+
+const PYTHON_GUEST: Guest = Guest {
+    file: "codemode_guest_python.wasm",
+    path_var: "CODEMODE_PYTHON_GUEST_WASM",
+    digest_var: "CODEMODE_PYTHON_GUEST_SHA256",
+};
+
+/// Builds the guest crate in `dir` (with its patched crates) into `target_dir`.
+fn build_guest(cargo: &Path, dir: &Path, target_dir: &Path, extra: &[&str]) {
     let work = target_dir.join("patched");
     let _one_build_at_a_time = patched_boa::lock(&work);
-    let prepared = patched_boa::prepare(&cargo, &guest_dir, &work);
+    let prepared = patched_boa::prepare(cargo, dir, &work);
     println!("cargo:rerun-if-changed={}", prepared.patches.display());
-    if patched_boa::built_set_differs(&prepared, &target_dir) {
-        patched_boa::forget_built(&target_dir);
-        let mut clean = guest_cargo(&cargo, "clean", &guest_dir, &prepared, &target_dir);
-        clean.args(["-p", "codemode-guest"]);
+    if patched_boa::built_set_differs(&prepared, target_dir) {
+        patched_boa::forget_built(target_dir);
+        let mut clean = guest_cargo(cargo, "clean", dir, &prepared, target_dir);
+        clean.args(["-p", package_name(dir).as_str()]);
         for name in &prepared.crates {
             clean.args(["-p", name]);
         }
@@ -78,7 +125,8 @@ fn main() {
     }
     // Not `--locked`: cargo rewrites the patched crate's lock entry (a path has no checksum);
     // `check_lock` below proves nothing else moved. Offline: `prepare` fetched everything.
-    let mut command = guest_cargo(&cargo, "build", &guest_dir, &prepared, &target_dir);
+    let mut command = guest_cargo(cargo, "build", dir, &prepared, target_dir);
+    command.args(extra);
     // The stack's bounds are exported (as globals holding the addresses) so that the host can
     // give a waiting run's stack pages back to the kernel: nothing lives there between calls.
     let flags = [
@@ -88,11 +136,18 @@ fn main() {
     ];
     command.env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
     succeed(command, "build the guest for wasm32-wasip1");
-    patched_boa::check_lock(&guest_dir, &prepared.manifest);
-    patched_boa::record_built(&prepared, &target_dir);
+    patched_boa::check_lock(dir, &prepared.manifest);
+    patched_boa::record_built(&prepared, target_dir);
+}
 
-    let bytes = fs::read(&built).expect("the guest build produced no module");
-    emit_guest(&out_dir, &bytes);
+/// The package name in `dir`'s manifest.
+fn package_name(dir: &Path) -> String {
+    let manifest = fs::read_to_string(dir.join("Cargo.toml")).expect("read the guest's manifest");
+    let doc: toml_edit::DocumentMut = manifest.parse().expect("the guest's manifest is TOML");
+    doc["package"]["name"]
+        .as_str()
+        .expect("the guest's manifest names its package")
+        .to_owned()
 }
 
 /// Whether this build gets the stub: asked for, or clippy with no guest built yet (a checkout
@@ -118,19 +173,20 @@ fn stub(out_dir: &Path) {
         out_dir.join("the-real-guest-is-not-built").display()
     );
     println!("cargo:warning=the sandbox guest is a stub in this build (for checking only)");
-    emit_guest(out_dir, STUB_GUEST);
+    emit_guest(out_dir, JS_GUEST, STUB_GUEST);
+    emit_guest(out_dir, PYTHON_GUEST, STUB_GUEST);
 }
 
 /// A module with nothing in it: the header alone.
 const STUB_GUEST: &[u8] = b"\0asm\x01\0\0\0";
 
-fn emit_guest(out_dir: &Path, bytes: &[u8]) {
-    let copy = out_dir.join("codemode_guest.wasm");
+fn emit_guest(out_dir: &Path, guest: Guest, bytes: &[u8]) {
+    let copy = out_dir.join(guest.file);
     fs::write(&copy, bytes).expect("copy the guest module");
     let digest = Sha256::digest(bytes);
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    println!("cargo:rustc-env=CODEMODE_GUEST_WASM={}", copy.display());
-    println!("cargo:rustc-env=CODEMODE_GUEST_SHA256={hex}");
+    println!("cargo:rustc-env={}={}", guest.path_var, copy.display());
+    println!("cargo:rustc-env={}={hex}", guest.digest_var);
 }
 
 /// `cargo <subcommand>` on the generated guest manifest for `wasm32-wasip1` in release, in the

@@ -297,6 +297,9 @@ fn on_reply_read(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> u32 {
     copy_out(&mut caller, ptr, len, |state| &mut state.delivery)
 }
 
+/// What a completion that is not lossless JSON fails with.
+const INVALID_OUTPUT: &str = "program completion must be lossless JSON";
+
 fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Result<()> {
     if caller.data().outcome.is_some() {
         return Ok(());
@@ -327,11 +330,14 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Re
         return Ok(());
     };
     let memory_cap = state.memory_cap();
-    let invalid = || {
-        Outcome::Failure(RunFailure::new(
-            FailureKind::InvalidOutput,
-            "program completion must be lossless JSON",
-        ))
+    let invalid = |reason: &str| {
+        // The guest may say why (the Python guest names the part JSON cannot carry); the
+        // kind and the first words are the host's.
+        let message = match reason {
+            "" | INVALID_OUTPUT => INVALID_OUTPUT.to_owned(),
+            reason => format!("{INVALID_OUTPUT}: {reason}"),
+        };
+        Outcome::Failure(RunFailure::new(FailureKind::InvalidOutput, message))
     };
     let outcome = match frame {
         Done::Undefined => Outcome::Value(None),
@@ -354,7 +360,7 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Re
                 )
                 .with_cause(codemode_runtime::code::FailureCause::Memory),
             ),
-            Err(_) => invalid(),
+            Err(_) => invalid(""),
         },
         Done::Failure {
             kind,
@@ -365,7 +371,7 @@ fn on_done(mut caller: Caller<'_, RunState>, ptr: u32, len: u32) -> wasmtime::Re
             DoneKind::Exception => {
                 Outcome::Failure(RunFailure::new(FailureKind::Exception, message).at(line, column))
             }
-            DoneKind::InvalidOutput => invalid(),
+            DoneKind::InvalidOutput => invalid(&message),
             DoneKind::OutputLimit => {
                 state.settle_overflow();
                 return Ok(());

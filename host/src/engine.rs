@@ -19,12 +19,58 @@ use wasmtime::{Config, Engine, Module};
 
 use crate::interruption::Interruption;
 
-/// The guest module, built by `host/build/main.rs`.
+/// The JavaScript guest module (Boa), built by `host/build/main.rs`.
 pub const GUEST_WASM: &[u8] = include_bytes!(env!("CODEMODE_GUEST_WASM"));
+
+/// The Python guest module (Monty), built by `host/build/main.rs`.
+pub const PYTHON_GUEST_WASM: &[u8] = include_bytes!(env!("CODEMODE_PYTHON_GUEST_WASM"));
 
 /// The size of the stub guest a checking build embeds (`host/build/main.rs`): a header alone.
 const STUB_GUEST_LEN: usize = 8;
-pub(crate) const GUEST_SHA256: &str = env!("CODEMODE_GUEST_SHA256");
+
+/// Which guest runs a program: the language's interpreter compiled to WebAssembly. Both speak
+/// the same bridge (`codemode-wire`) and run under the same engine, meter and budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Guest {
+    /// Boa, for TypeScript (stripped to JavaScript) and JavaScript.
+    JavaScript,
+    /// Monty, for Python.
+    Python,
+}
+
+impl Guest {
+    /// The guest's module as built.
+    pub fn wasm(self) -> &'static [u8] {
+        match self {
+            Guest::JavaScript => GUEST_WASM,
+            Guest::Python => PYTHON_GUEST_WASM,
+        }
+    }
+
+    /// The SHA-256 of the module as built: what a paused run's record names, and what the
+    /// compiled module's cache entry is keyed by.
+    pub(crate) fn sha256(self) -> &'static str {
+        match self {
+            Guest::JavaScript => env!("CODEMODE_GUEST_SHA256"),
+            Guest::Python => env!("CODEMODE_PYTHON_GUEST_SHA256"),
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Guest::JavaScript => 0,
+            Guest::Python => 1,
+        }
+    }
+
+    /// The start of its cache entries' names.
+    fn cache_prefix(self) -> &'static str {
+        match self {
+            Guest::JavaScript => "guest-",
+            Guest::Python => "guest-python-",
+        }
+    }
+}
 
 /// One epoch tick, for the schemes with epochs that `codemode bench --interruption` measures
 /// (runs check the wall clock at fuel yields instead).
@@ -104,12 +150,13 @@ impl EngineError {
 
 pub struct Shared {
     pub engine: Engine,
-    pub module: Module,
+    /// Each guest's compiled module, by [`Guest::index`]: compiled (or loaded from the disk
+    /// cache) when a runtime first asks for it, so a process that runs one language never
+    /// prepares the other.
+    modules: [OnceLock<Result<(Module, ModuleSource), EngineError>>; 2],
     /// One permit per pool slot: a run holds one from before instantiation until its store is
     /// gone, so runs beyond the pool wait for a slot instead of failing to instantiate.
     pub slots: Arc<tokio::sync::Semaphore>,
-    /// Where the compiled module came from, for diagnostics and benchmarks.
-    pub module_source: ModuleSource,
     pub interruption: Interruption,
 }
 
@@ -199,17 +246,35 @@ static SHARED: OnceLock<Result<Shared, EngineError>> = OnceLock::new();
 
 fn build(interruption: Interruption, stop: &Arc<AtomicBool>) -> Result<Shared, EngineError> {
     let engine = Engine::new(&config(interruption)).map_err(EngineError::configure)?;
-    let (module, module_source) = load_module(&engine, interruption)?;
     if interruption.epoch() {
         start_ticker(engine.clone(), stop.clone());
     }
     Ok(Shared {
         engine,
-        module,
+        modules: [OnceLock::new(), OnceLock::new()],
         slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_RUNS as usize)),
-        module_source,
         interruption,
     })
+}
+
+impl Shared {
+    /// `guest`'s compiled module on this engine, compiled (or loaded from the disk cache) on
+    /// first use.
+    pub fn module(&self, guest: Guest) -> Result<Module, EngineError> {
+        self.modules[guest.index()]
+            .get_or_init(|| load_module(&self.engine, self.interruption, guest))
+            .as_ref()
+            .map(|(module, _)| module.clone())
+            .map_err(Clone::clone)
+    }
+
+    /// Where `guest`'s module came from, once it is loaded.
+    pub fn module_source(&self, guest: Guest) -> Option<ModuleSource> {
+        match self.modules[guest.index()].get() {
+            Some(Ok((_, source))) => Some(*source),
+            _ => None,
+        }
+    }
 }
 
 /// The engine and compiled guest every run uses, created on first use.
@@ -261,7 +326,7 @@ pub fn cache_dir() -> Option<PathBuf> {
 /// deterministically, with its mutable globals exported).
 const CACHE_FORMAT: &str = "preinit-5";
 
-fn cache_path(engine: &Engine, interruption: Interruption) -> Option<PathBuf> {
+fn cache_path(engine: &Engine, interruption: Interruption, guest: Guest) -> Option<PathBuf> {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     CACHE_FORMAT.hash(&mut hasher);
@@ -270,8 +335,9 @@ fn cache_path(engine: &Engine, interruption: Interruption) -> Option<PathBuf> {
         codemode_rewrite::meter::VERSION.hash(&mut hasher);
     }
     let key = format!(
-        "guest-{}-{:016x}.cwasm",
-        &GUEST_SHA256[..16],
+        "{}{}-{:016x}.cwasm",
+        guest.cache_prefix(),
+        &guest.sha256()[..16],
         hasher.finish()
     );
     cache_dir().map(|d| d.join(key))
@@ -423,11 +489,13 @@ pub fn on_guest_preparation(notice: impl Fn(Option<&Path>) + Send + Sync + 'stat
 fn load_module(
     engine: &Engine,
     interruption: Interruption,
+    guest: Guest,
 ) -> Result<(Module, ModuleSource), EngineError> {
-    if GUEST_WASM.len() <= STUB_GUEST_LEN {
+    let bytes = guest.wasm();
+    if bytes.len() <= STUB_GUEST_LEN {
         return Err(EngineError::StubGuest);
     }
-    let path = cache_path(engine, interruption);
+    let path = cache_path(engine, interruption, guest);
     if let Some(path) = &path {
         if let Some(module) = read_cached(engine, path) {
             return Ok((module, ModuleSource::DiskCache));
@@ -438,12 +506,12 @@ fn load_module(
     }
     // Pre-initialise (Boa realm and prelude built once, captured in the module's memory). If
     // that fails the plain module still works: every run then builds its own context.
-    let prepared = match crate::preinit::preinitialize(engine, GUEST_WASM, interruption) {
+    let prepared = match crate::preinit::preinitialize(engine, guest, interruption) {
         Ok(prepared) => prepared,
         Err(error) => {
             tracing::warn!("guest pre-initialisation failed, runs will be slower: {error}");
             crate::preinit::Prepared {
-                wasm: GUEST_WASM.to_vec(),
+                wasm: bytes.to_vec(),
                 warm: Vec::new(),
             }
         }
@@ -465,7 +533,9 @@ fn load_module(
 /// compiling it), once the engine exists.
 pub fn module_from_disk_cache() -> Option<bool> {
     match SHARED.get() {
-        Some(Ok(shared)) => Some(shared.module_source == ModuleSource::DiskCache),
+        Some(Ok(shared)) => shared
+            .module_source(Guest::JavaScript)
+            .map(|source| source == ModuleSource::DiskCache),
         _ => None,
     }
 }
@@ -474,6 +544,9 @@ pub fn module_from_disk_cache() -> Option<bool> {
 #[cfg(feature = "bench")]
 pub fn compile(bytes: &[u8]) -> Result<Module, EngineError> {
     let shared = shared()?;
+    if GUEST_WASM.len() <= STUB_GUEST_LEN {
+        return Err(EngineError::StubGuest);
+    }
     let metered = codemode_rewrite::meter::instrument(bytes, &[]).map_err(EngineError::meter)?;
     Module::new(&shared.engine, &metered).map_err(EngineError::compile)
 }
@@ -488,7 +561,8 @@ mod tests {
     fn the_guest_exports_the_functions_a_run_calls_through_its_table() {
         let shared = shared().expect("engine");
         let warm = shared
-            .module
+            .module(Guest::JavaScript)
+            .expect("module")
             .exports()
             .filter(|export| export.name().starts_with("codemode_warm_"))
             .count();
@@ -532,7 +606,7 @@ mod tests {
         let shared = shared().expect("engine");
         let dir = std::env::temp_dir().join(format!("codemode-cache-test-{}", std::process::id()));
         let path = dir.join("entry.cwasm");
-        write_cached(&shared.module, &path);
+        write_cached(&shared.module(Guest::JavaScript).expect("module"), &path);
         assert!(read_cached(&shared.engine, &path).is_some());
         let mut bytes = std::fs::read(&path).unwrap();
         let middle = bytes.len() / 2;
@@ -542,7 +616,7 @@ mod tests {
         std::fs::write(&path, &bytes[..100]).unwrap();
         assert!(read_cached(&shared.engine, &path).is_none());
         // A module without its sum is not trusted either.
-        write_cached(&shared.module, &path);
+        write_cached(&shared.module(Guest::JavaScript).expect("module"), &path);
         assert!(read_cached(&shared.engine, &path).is_some());
         std::fs::remove_file(sum_path(&path)).unwrap();
         assert!(read_cached(&shared.engine, &path).is_none());
@@ -565,7 +639,10 @@ mod tests {
             let f = std::fs::File::options().write(true).open(p).unwrap();
             f.set_modified(long_ago).unwrap();
         }
-        write_cached(&shared.module, &dir.join("entry.cwasm"));
+        write_cached(
+            &shared.module(Guest::JavaScript).expect("module"),
+            &dir.join("entry.cwasm"),
+        );
         assert!(!old.exists(), "a stale entry is removed");
         assert!(recent.exists(), "a recent entry is kept");
         assert!(

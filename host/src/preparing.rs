@@ -15,7 +15,7 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use crate::config::{BudgetError, Budgets};
-use crate::engine::{self, EngineError, ModuleSource};
+use crate::engine::{self, EngineError, Guest, ModuleSource};
 use crate::run;
 use crate::runtime::{SetupError, WasmCodeRuntime};
 
@@ -28,13 +28,19 @@ pub struct Prepared {
     pub cache_dir: Option<PathBuf>,
 }
 
-/// Prepares the sandbox every run of this process uses (the shared engine and the
-/// pre-initialised guest), reading it from the disk cache or building and caching it. Blocks
-/// for seconds when it builds: call it from a blocking thread.
+/// Prepares the sandbox every run of this process uses (the shared engine and both
+/// pre-initialised guests, TypeScript's and Python's), reading them from the disk cache or
+/// building and caching them. Blocks for seconds when it builds: call it from a blocking
+/// thread.
 pub fn prepare() -> Result<Prepared, EngineError> {
     let shared = engine::shared()?;
+    let mut from_cache = true;
+    for guest in [Guest::JavaScript, Guest::Python] {
+        shared.module(guest)?;
+        from_cache &= shared.module_source(guest) == Some(ModuleSource::DiskCache);
+    }
     Ok(Prepared {
-        from_cache: shared.module_source == ModuleSource::DiskCache,
+        from_cache,
         cache_dir: engine::cache_dir(),
     })
 }
@@ -95,6 +101,7 @@ impl Readiness {
 /// A [`WasmCodeRuntime`] whose sandbox is prepared in the background: usable at once, its runs
 /// wait for the preparation within their wall budget (then run with their whole budgets).
 pub struct PreparingRuntime {
+    language: Language,
     readiness: Readiness,
     budgets: Budgets,
     disposed: AtomicBool,
@@ -106,13 +113,14 @@ impl PreparingRuntime {
     /// Budgets are checked now: only the engine's own failure can come later.
     pub fn start(
         budgets: Budgets,
+        language: Language,
         configure: impl FnOnce(&WasmCodeRuntime) + Send + 'static,
     ) -> Result<Self, BudgetError> {
         budgets.validate()?;
         let (sender, receiver) = watch::channel(State::Preparing);
         let runs = budgets.clone();
         tokio::task::spawn_blocking(move || {
-            let state = match WasmCodeRuntime::new(runs) {
+            let state = match WasmCodeRuntime::for_language(language, runs) {
                 Ok(runtime) => {
                     configure(&runtime);
                     tracing::info!("the sandbox is prepared");
@@ -126,6 +134,7 @@ impl PreparingRuntime {
             sender.send_replace(state);
         });
         Ok(Self {
+            language,
             readiness: Readiness(receiver),
             budgets,
             disposed: AtomicBool::new(false),
@@ -180,7 +189,7 @@ impl PreparingRuntime {
 
 impl CodeRuntime for PreparingRuntime {
     fn language(&self) -> Language {
-        Language::TypeScript
+        self.language
     }
 
     fn isolation(&self) -> &str {

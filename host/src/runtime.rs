@@ -20,7 +20,7 @@ use crate::config::{BudgetError, Budgets};
 use crate::durable::memory::Image;
 use crate::durable::record::Header;
 use crate::durable::Durability;
-use crate::engine::{self, EngineError};
+use crate::engine::{self, EngineError, Guest};
 use crate::explain;
 use crate::interruption::Interruption;
 use crate::preflight;
@@ -41,6 +41,8 @@ pub enum SetupError {
 }
 
 struct Inner {
+    /// The guest every run of this runtime starts: the runtime's language.
+    guest: Guest,
     interruption: Interruption,
     /// Stops a private engine's epoch ticker with the last clone of the runtime.
     _ticker: Option<engine::Ticker>,
@@ -127,10 +129,26 @@ impl WasmCodeRuntime {
     /// A runtime over the built-in guest. The guest is compiled once per process (or loaded
     /// from the on-disk cache).
     pub fn new(budgets: Budgets) -> Result<Self, SetupError> {
+        Self::for_language(Language::TypeScript, budgets)
+    }
+
+    /// A runtime for programs in `language`: TypeScript (and JavaScript) run on the Boa guest,
+    /// Python on the Monty guest. Each guest is compiled once per process, the first time a
+    /// runtime asks for it (or loaded from the on-disk cache).
+    pub fn for_language(language: Language, budgets: Budgets) -> Result<Self, SetupError> {
         budgets.validate()?;
+        let guest = match language {
+            Language::Python => Guest::Python,
+            Language::TypeScript => Guest::JavaScript,
+        };
         let shared = engine::shared()?;
-        let pre = instance_pre(&shared.engine, &shared.module)?;
-        Ok(Self::from_parts(shared, pre, budgets, None))
+        let module = shared.module(guest)?;
+        let pre = instance_pre(&shared.engine, &module)?;
+        let mut runtime = Self::from_parts(shared, pre, budgets, None);
+        if let Some(inner) = Arc::get_mut(&mut runtime.inner) {
+            inner.guest = guest;
+        }
+        Ok(runtime)
     }
 
     /// A runtime on a private engine that interrupts wasm with `interruption` only, for
@@ -144,7 +162,8 @@ impl WasmCodeRuntime {
     ) -> Result<Self, SetupError> {
         budgets.validate()?;
         let (shared, ticker) = engine::private(interruption)?;
-        let pre = instance_pre(&shared.engine, &shared.module)?;
+        let module = shared.module(Guest::JavaScript)?;
+        let pre = instance_pre(&shared.engine, &module)?;
         Ok(Self::from_parts(&shared, pre, budgets, Some(ticker)))
     }
 
@@ -167,6 +186,7 @@ impl WasmCodeRuntime {
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
+                guest: Guest::JavaScript,
                 interruption: shared.interruption,
                 _ticker: ticker,
                 pre,
@@ -360,53 +380,60 @@ impl WasmCodeRuntime {
             &request.bindings,
             request.preflight.as_deref(),
         ));
-        let checked = request.preflight.is_some().then(|| namespaces.clone());
-        let stripping = Instant::now();
-        // A large program is parsed off this worker, and read again there; the wait ends with
-        // the run's abort or its wall clock like any other wait.
-        let stripped = tokio::select! {
-            biased;
-            stripped = strip_types_then(&request.program, move |source| {
-                let reading = Instant::now();
-                (analyse(source, checked), reading.elapsed())
-            }).instrument(tracing::info_span!("strip")) => stripped,
-            reason = control.aborted() => {
-                return Ok(run::failure_before_start(RunFailure::new(FailureKind::Abort, reason), budgets));
-            }
-            () = tokio::time::sleep(budgets.wall()) => {
+        // A Python program is run as written: Monty parses it in the guest.
+        let (program, completion) = if inner.guest == Guest::Python {
+            (request.program.clone(), None)
+        } else {
+            let checked = request.preflight.is_some().then(|| namespaces.clone());
+            let stripping = Instant::now();
+            // A large program is parsed off this worker, and read again there; the wait ends with
+            // the run's abort or its wall clock like any other wait.
+            let stripped = tokio::select! {
+                biased;
+                stripped = strip_types_then(&request.program, move |source| {
+                    let reading = Instant::now();
+                    (analyse(source, checked), reading.elapsed())
+                }).instrument(tracing::info_span!("strip")) => stripped,
+                reason = control.aborted() => {
+                    return Ok(run::failure_before_start(RunFailure::new(FailureKind::Abort, reason), budgets));
+                }
+                () = tokio::time::sleep(budgets.wall()) => {
+                    return Ok(run::failure_before_start(
+                        run::failure_from_stop(&crate::store::Stop::Wall, budgets),
+                        budgets,
+                    ));
+                }
+            };
+            let (program, ((problems, completion), reading)) = match stripped {
+                Ok(stripped) => stripped,
+                Err(error) => {
+                    return Ok(run::failure_before_start(
+                        RunFailure::new(FailureKind::Exception, error.message)
+                            .at(error.line, error.column),
+                        budgets,
+                    ))
+                }
+            };
+            metrics.preflight = reading;
+            metrics.strip = stripping.elapsed().saturating_sub(reading);
+            if !problems.is_empty() {
                 return Ok(run::failure_before_start(
-                    run::failure_from_stop(&crate::store::Stop::Wall, budgets),
+                    preflight::failure(&problems),
                     budgets,
                 ));
             }
-        };
-        let (program, ((problems, completion), reading)) = match stripped {
-            Ok(stripped) => stripped,
-            Err(error) => {
-                return Ok(run::failure_before_start(
-                    RunFailure::new(FailureKind::Exception, error.message)
-                        .at(error.line, error.column),
-                    budgets,
-                ))
-            }
-        };
-        metrics.preflight = reading;
-        metrics.strip = stripping.elapsed().saturating_sub(reading);
-        if !problems.is_empty() {
-            return Ok(run::failure_before_start(
-                preflight::failure(&problems),
-                budgets,
-            ));
-        }
-        let program = match completion.and_then(|c| c.apply(&program)) {
-            Some(returning) => returning,
-            None => program,
+            let program = match completion.and_then(|c| c.apply(&program)) {
+                Some(returning) => returning,
+                None => program,
+            };
+            (program, completion)
         };
         let keeping = durability
             .as_ref()
             .zip(image)
             .map(|(durability, image)| Keeping {
                 durability,
+                guest: inner.guest.sha256(),
                 image,
                 program: &request.program,
                 pause_on: request.pause_on.clone(),
@@ -434,13 +461,15 @@ impl WasmCodeRuntime {
         if let Some(completion) = completion {
             completion.restore_position(&mut result);
         }
-        explain::explain(
-            &request.program,
-            namespaces,
-            &mut result,
-            budgets.max_output_bytes,
-        )
-        .await;
+        if inner.guest == Guest::JavaScript {
+            explain::explain(
+                &request.program,
+                namespaces,
+                &mut result,
+                budgets.max_output_bytes,
+            )
+            .await;
+        }
         Ok(result)
     }
 }
@@ -461,7 +490,7 @@ impl WasmCodeRuntime {
         let restoring = Instant::now();
         let image = self.image().await.map_err(RunRejection::Pause)?;
         let loaded = durability
-            .load(&resume.run_id, engine::GUEST_SHA256, &image.digest)
+            .load(&resume.run_id, inner.guest.sha256(), &image.digest)
             .await
             .map_err(RunRejection::Pause)?;
         let replies = match_replies(&loaded.header, resume.replies)?;
@@ -487,6 +516,7 @@ impl WasmCodeRuntime {
         let namespaces = Arc::new(preflight::namespaces(&request.bindings, None));
         let keeping = Keeping {
             durability,
+            guest: inner.guest.sha256(),
             image,
             program: &program,
             pause_on: request.pause_on,
@@ -518,6 +548,9 @@ impl WasmCodeRuntime {
         .await;
         // The record keeps the program as written; its completion is found again the same way,
         // when there is a position to move back.
+        if inner.guest == Guest::Python {
+            return Ok(result);
+        }
         if result.error.as_ref().is_some_and(|e| e.line.is_some()) {
             let completion = crate::strip::with_parser_stack(&program, |program| {
                 Source::parse(program)
@@ -584,7 +617,10 @@ fn match_replies(
 
 impl CodeRuntime for WasmCodeRuntime {
     fn language(&self) -> Language {
-        Language::TypeScript
+        match self.inner.guest {
+            Guest::JavaScript => Language::TypeScript,
+            Guest::Python => Language::Python,
+        }
     }
 
     fn isolation(&self) -> &str {

@@ -116,7 +116,7 @@ pub fn render(arena: &Arena, tools: &[LoweredTool<'_>]) -> String {
     out.push_str(PYTHON_INSTRUCTIONS);
     out.push_str("\n\n```python\nfrom typing import ");
     out.push_str(&printer.imports.line());
-    out.push_str("\n\nclass ToolCallError(Exception):\n    toolName: str\n\n");
+    out.push_str("\n\nclass ToolCallError(Exception):\n    tool_name: str\n\n");
     for definition in &printer.definitions {
         out.push_str(definition);
         out.push_str("\n\n");

@@ -23,7 +23,7 @@ fn the_block_has_the_reference_layout() {
         "from typing import NotRequired, Protocol, TypedDict
 
 class ToolCallError(Exception):
-    toolName: str
+    tool_name: str
 
 class ReadFileArgs(TypedDict):
     head: NotRequired[int]
@@ -41,7 +41,7 @@ tools: Tools"
 fn the_empty_set_has_a_protocol_with_pass() {
     assert_eq!(
         py(&[]),
-        "from typing import Protocol\n\nclass ToolCallError(Exception):\n    toolName: str\n\nclass Tools(Protocol):\n    pass\n\ntools: Tools"
+        "from typing import Protocol\n\nclass ToolCallError(Exception):\n    tool_name: str\n\nclass Tools(Protocol):\n    pass\n\ntools: Tools"
     );
 }
 

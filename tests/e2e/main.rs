@@ -28,5 +28,6 @@ mod mcp_http_security;
 mod memory_admission;
 mod observability;
 mod preflight;
+mod python;
 mod run_code;
 mod sandbox;

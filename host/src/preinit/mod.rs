@@ -61,9 +61,10 @@ pub(crate) struct Prepared {
 /// functions a profile program then called through the table in that instance ([`warm`]).
 pub(crate) fn preinitialize(
     engine: &wasmtime::Engine,
-    wasm: &[u8],
+    guest: crate::engine::Guest,
     interruption: Interruption,
 ) -> Result<Prepared, String> {
+    let wasm = guest.wasm();
     let mut wizer = wasmtime_wizer::Wizer::new();
     wizer.init_func("cm_init");
     let (cx, instrumented) = wizer.instrument(wasm).map_err(|e| format!("{e:#}"))?;
@@ -118,7 +119,7 @@ pub(crate) fn preinitialize(
     // The same pipeline makes the mutable globals reachable, for pausing runs.
     let wasm = codemode_rewrite::globals::export_mutable_globals(&snapshot)?;
     let warm = if profiling {
-        warm::profile(&mut store, instance, &notes, &wasm)
+        warm::profile(&mut store, instance, &notes, &wasm, guest)
     } else {
         Vec::new()
     };

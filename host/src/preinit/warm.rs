@@ -44,6 +44,19 @@ try {
 const settled = await Promise.allSettled([tools.sleep({ ms: 1 }), tools.sleep({ ms: 1 })]);
 return { echoed, failed, settled: settled.length, doubled: [1, 2, 3].map((n) => n * 2) };"#;
 
+/// [`PROGRAM`] for the Python guest: the same shapes, in Python.
+const PYTHON_PROGRAM: &str = r#"import asyncio
+point = {"x": 1, "y": 2}
+print("point", point)
+echoed = await tools.echo({"greeting": f"hello {point['x']}"})
+try:
+    await tools.sleep({"ms": 1})
+    failed = None
+except ToolCallError as e:
+    failed = e.tool_name
+settled = await asyncio.gather(tools.sleep({"ms": 1}), tools.sleep({"ms": 1}), return_exceptions=True)
+{"echoed": echoed, "failed": failed, "settled": len(settled), "doubled": [n * 2 for n in [1, 2, 3]]}"#;
+
 /// The reply to the profile's first call, as a tool's result would come.
 const FIRST_REPLY: &[u8] = br#"{"greeting":"hello 1","items":[1,2.5,"three",true,null]}"#;
 
@@ -86,6 +99,7 @@ pub(super) fn profile(
     instance: Instance,
     notes: &Notes,
     snapshot: &[u8],
+    guest: crate::engine::Guest,
 ) -> Vec<u32> {
     // What `cm_init` called is done once, not by a run.
     notes.take();
@@ -94,8 +108,12 @@ pub(super) fn profile(
         names: vec!["echo", "sleep"],
         error_class: Some(("ToolCallError", "toolName")),
     };
+    let program = match guest {
+        crate::engine::Guest::JavaScript => PROGRAM,
+        crate::engine::Guest::Python => PYTHON_PROGRAM,
+    };
     store.data_mut().boot = wire::Boot {
-        program: PROGRAM,
+        program,
         namespaces: vec![namespace],
     }
     .encode();

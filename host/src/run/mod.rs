@@ -96,6 +96,8 @@ pub(crate) struct Resumed {
 /// What a run that may pause needs to write itself down.
 pub(crate) struct Keeping<'a> {
     pub durability: &'a Durability,
+    /// The SHA-256 of the guest the run is in: a paused run resumes only in the same guest.
+    pub guest: &'static str,
     pub image: Arc<Image>,
     /// The TypeScript the model wrote, kept for positions in later failures.
     pub program: &'a str,

@@ -54,7 +54,7 @@ pub(super) async fn pause(
     let state = store.data();
     let header = Header {
         run_id: crate::durable::new_run_id()?,
-        guest: crate::engine::GUEST_SHA256.to_owned(),
+        guest: keeping.guest.to_owned(),
         image: keeping.image.digest.clone(),
         paused_at_ms: crate::durable::unix_ms(std::time::SystemTime::now()),
         program: keeping.program.to_owned(),

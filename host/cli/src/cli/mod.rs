@@ -164,9 +164,18 @@ pub struct BudgetArgs {
     /// before anything runs, with every such call and its line.
     #[arg(long)]
     pub no_preflight: bool,
+    /// Language of the programs: typescript, or python (Monty, in its own sandboxed guest).
+    /// `codemode run` takes python for a file named `*.py`.
+    #[arg(long, value_enum)]
+    pub lang: Option<Language>,
 }
 
 impl BudgetArgs {
+    /// The language programs are written in (--lang; TypeScript by default).
+    pub fn language(&self) -> Language {
+        self.lang.unwrap_or(Language::TypeScript)
+    }
+
     /// The sandbox budgets these flags set.
     pub fn budgets(&self) -> codemode_host::Budgets {
         codemode_host::Budgets {
@@ -494,9 +503,10 @@ pub fn announce_preparation() {
 /// The sandbox runtime, prepared now.
 pub fn prepare_runtime(
     budgets: codemode_host::Budgets,
+    language: Language,
 ) -> Result<codemode_host::WasmCodeRuntime, codemode_host::SetupError> {
     announce_preparation();
-    codemode_host::WasmCodeRuntime::new(budgets)
+    codemode_host::WasmCodeRuntime::for_language(language, budgets)
 }
 
 pub fn main() -> ExitCode {

@@ -184,7 +184,16 @@ fn description(args: &RunArgs) -> String {
     }
 }
 
-pub async fn run(args: RunArgs) -> u8 {
+pub async fn run(mut args: RunArgs) -> u8 {
+    // A `.py` file is a Python program unless --lang says otherwise.
+    if args.budget.lang.is_none()
+        && args
+            .file
+            .as_deref()
+            .is_some_and(|path| path.extension().is_some_and(|ext| ext == "py"))
+    {
+        args.budget.lang = Some(codemode_sdk_gen::Language::Python);
+    }
     let program = match read_program(&args) {
         Ok(p) => p,
         Err(message) => {
@@ -255,6 +264,7 @@ pub(super) async fn run_job(
     // Unique across processes: the root of every sub-call id and event of this run.
     let call_id = uuid::Uuid::new_v4().to_string();
     let mut request = CodeRequest::new(call_id, job.program, job.description, interrupt.signal())
+        .language(budget.language())
         .agent(&session.agent);
     request.resume = job.resume;
     let program = request.program.clone();

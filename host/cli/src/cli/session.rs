@@ -239,7 +239,8 @@ impl ToolSession {
         pausing: Option<Pausing>,
     ) -> Result<(), String> {
         let fit = Fit::checked(budget, pausing.as_ref())?;
-        let runtime = super::prepare_runtime(budget.budgets()).map_err(|e| e.to_string())?;
+        let runtime = super::prepare_runtime(budget.budgets(), budget.language())
+            .map_err(|e| e.to_string())?;
         fit.apply(&runtime);
         self.install(Arc::new(runtime), budget, ask, approval, pausing)
     }
@@ -255,9 +256,11 @@ impl ToolSession {
     ) -> Result<codemode_host::Readiness, String> {
         let fit = Fit::checked(budget, pausing.as_ref())?;
         super::announce_preparation();
-        let runtime = codemode_host::PreparingRuntime::start(budget.budgets(), move |runtime| {
-            fit.apply(runtime)
-        })
+        let runtime = codemode_host::PreparingRuntime::start(
+            budget.budgets(),
+            budget.language(),
+            move |runtime| fit.apply(runtime),
+        )
         .map_err(|e| e.to_string())?;
         let readiness = runtime.readiness();
         self.install(Arc::new(runtime), budget, ask, approval, pausing)?;

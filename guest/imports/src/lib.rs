@@ -1,7 +1,9 @@
-//! The guest's only door to the host: the `codemode` imports, wrapped in safe functions.
+//! The guests' only door to the host: the `codemode` imports, wrapped in safe functions.
 //!
 //! The frame layouts are defined once in the `codemode-wire` crate (`host/wire/`), which the host
-//! builds too. Nothing else in the guest touches these imports.
+//! builds too. Both guests (Boa's in `guest/`, Monty's in `guest/python/`) reach the host through
+//! this crate and nothing else. A guest links only the imports it calls: the Python guest arms
+//! no timers, so its module does not import them.
 
 #[link(wasm_import_module = "codemode")]
 extern "C" {
@@ -55,6 +57,7 @@ pub fn start_timer(id: u32, delay_ms: f64) -> bool {
     unsafe { timer_start(id, delay_ms) == codemode_wire::TIMER_ARMED }
 }
 
+/// Disarms a timer armed by [`start_timer`].
 pub fn cancel_timer(id: u32) {
     // SAFETY: no memory is passed.
     unsafe { timer_cancel(id) }
