@@ -492,7 +492,9 @@ impl WasmCodeRuntime {
         let loaded = durability
             .load(&resume.run_id, inner.guest.sha256(), &image.digest)
             .await
-            .map_err(RunRejection::Pause)?;
+            .map_err(|message| {
+                RunRejection::Pause(other_language(inner.guest, &resume.run_id, message))
+            })?;
         let replies = match_replies(&loaded.header, resume.replies)?;
         // A run that could never be admitted here is refused before it is consumed, so another
         // process (with a larger cap) can still resume it.
@@ -566,6 +568,25 @@ impl WasmCodeRuntime {
         explain::explain(&program, namespaces, &mut result, budgets.max_output_bytes).await;
         Ok(result)
     }
+}
+
+/// A record refused as another guest's, when that guest is this build's other language: which
+/// runtime resumes it. Anything else is passed on as it is.
+fn other_language(guest: Guest, run_id: &str, message: String) -> String {
+    let other = match guest {
+        Guest::JavaScript => Guest::Python,
+        Guest::Python => Guest::JavaScript,
+    };
+    if !message.contains(&other.sha256()[..16]) {
+        return message;
+    }
+    let (language, flag) = match other {
+        Guest::Python => ("Python", "python"),
+        Guest::JavaScript => ("TypeScript", "typescript"),
+    };
+    format!(
+        "run {run_id} is a paused {language} program's run: resume it with a runtime for {language} (`codemode resume {run_id} --lang {flag}`)"
+    )
 }
 
 /// Reads the program the stripper parsed: the problems preflight finds in its calls (with

@@ -15,6 +15,7 @@ const SYSTEMS = [
   { id: 'node-worker_threads', title: 'Node worker_threads' },
   { id: 'quickjs-emscripten', title: 'quickjs-emscripten' },
   { id: 'boa-native', title: 'native Boa' },
+  { id: 'codemode-python', title: 'codemode (Python)' },
   { id: 'pydantic-monty', title: 'pydantic-monty (Python)' },
 ];
 
@@ -56,7 +57,8 @@ function load(files) {
   for (const file of files) {
     const text = readFileSync(file, 'utf8').trim();
     const value = JSON.parse(text.split('\n').at(-1));
-    results[value.peer ?? 'codemode'] = { ...value, file };
+    const own = value.language === 'python' ? 'codemode-python' : 'codemode';
+    results[value.peer ?? own] = { ...value, file };
   }
   return results;
 }
@@ -166,6 +168,41 @@ function phaseSection(lines, results, present, { key, title, intro, phases, fuel
   }
 }
 
+// The Python guest against its targets: the TypeScript guest and pydantic-monty measured in the
+// same invocation.
+function pythonSection(lines, results) {
+  const py = results['codemode-python'];
+  if (!py) return;
+  const ts = results.codemode ?? {};
+  const monty = results['pydantic-monty'] ?? {};
+  const ratio = (a, b) => (isNumber(a) && isNumber(b) && b > 0 ? a / b : null);
+  const checks = [
+    ['fresh run `1 + 1`, p50 (µs)', py.fresh_run_p50_us, 'at most 2× the TypeScript fresh run',
+      ratio(py.fresh_run_p50_us, ts.fresh_run_p50_us), (r) => r <= 2, (r) => `${fmt(r)}× TypeScript's ${fmt(ts.fresh_run_p50_us)} µs`],
+    ['  against pydantic-monty\'s new session', py.fresh_run_p50_us, 'at least 1.5× faster',
+      ratio(monty.fresh_run_p50_us, py.fresh_run_p50_us), (r) => r >= 1.5, (r) => `${fmt(r)}× faster than ${fmt(monty.fresh_run_p50_us)} µs`],
+    ['sequential awaited tool call (µs)', py.sub_call_us, 'at most 8 µs', py.sub_call_us, (v) => v <= 8, () => `pydantic-monty's external call: ${fmt(monty.sub_call_us)} µs`],
+    ['counting loop, 3,000,000 iterations (ms)', py.loop_ms, 'at most 2× native Monty',
+      ratio(py.loop_ms, monty.loop_ms), (r) => r <= 2, (r) => `${fmt(r)}× pydantic-monty's ${fmt(monty.loop_ms)} ms`],
+    ['private memory per waiting instance (MiB)', py.private_per_instance_mib, 'at most 0.5 MiB',
+      py.private_per_instance_mib, (v) => v <= 0.5, () => `RSS ${fmt(py.rss_per_instance_mib)} MiB with the shared module pages`],
+  ];
+  lines.push('', '## Python programs', '');
+  lines.push(
+    '`codemode bench --lang python`: the same measurements on the Python guest (Monty compiled to ' +
+      'WebAssembly), beside the TypeScript guest and pydantic-monty from this same invocation. ' +
+      'The fresh run is `1 + 1`, as pydantic-monty\'s is (a session checked out of its warm pool, ' +
+      'then one feed).',
+    '',
+  );
+  lines.push('| measurement | codemode (Python) | target | against | met |', '| --- | ---: | --- | --- | --- |');
+  for (const [label, value, target, measure, ok, against] of checks) {
+    const met = isNumber(measure) ? verdict(ok(measure)) : 'n/a';
+    lines.push(`| ${label} | ${fmt(value)} | ${target} | ${isNumber(measure) ? against(measure) : 'n/a'} | ${met} |`);
+  }
+  lines.push(`| call-heavy workload, \`calls.py\` (ms) | ${fmt(py.calls_ms)} | | pydantic-monty: ${fmt(monty.calls_ms)} ms | |`);
+}
+
 function render(results) {
   const m = machine();
   const present = SYSTEMS.filter((s) => results[s.id]);
@@ -207,7 +244,7 @@ function render(results) {
   }
 
   const codemode = results.codemode;
-  const peers = present.filter((s) => s.id !== 'codemode');
+  const peers = present.filter((s) => s.id !== 'codemode' && s.id !== 'codemode-python');
   if (codemode && peers.length > 0) {
     lines.push('', '## Ratios', '');
     lines.push('Peer time divided by codemode time, from the table above.', '');
@@ -223,6 +260,8 @@ function render(results) {
       lines.push('', `Design target: a fresh run at least 100× faster than a Node worker: ${fmt(r)}×, ${verdict(r >= 100)}.`);
     }
   }
+
+  pythonSection(lines, results);
 
   phaseSection(lines, results, present, {
     key: 'data',

@@ -47,6 +47,9 @@ else
   "$codemode" bench --json >"$out/codemode.json"
 fi
 
+step "measure codemode's Python guest"
+"$codemode" bench --json --lang python >"$out/codemode-python.json"
+
 step "measure Node worker_threads peer"
 node tests/bench/node-worker-peer.mjs >"$out/node-worker.json"
 
@@ -60,5 +63,5 @@ step "measure pydantic-monty peer"
 "$out/monty-venv/bin/python" tests/bench/monty-peer.py >"$out/monty.json"
 
 step "write BENCHMARKS.md"
-node tests/bench/report.mjs "$out/codemode.json" "$out/node-worker.json" "$out/quickjs-wasm.json" \
+node tests/bench/report.mjs "$out/codemode.json" "$out/codemode-python.json" "$out/node-worker.json" "$out/quickjs-wasm.json" \
   "$out/native-boa.json" "$out/monty.json"

@@ -412,6 +412,49 @@ fn bench_prints_one_object_with_every_workload() {
     );
 }
 
+#[test]
+fn bench_in_python_reports_the_typescript_fields_it_has_a_twin_for() {
+    let out = Command::new(binary())
+        .args(["bench", "--json", "--runs", "3", "--lang", "python"])
+        .output()
+        .expect("bench");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json_of(&out);
+    assert_eq!(report["language"], "python");
+    assert_eq!(report["fresh_run_program"], "1 + 1");
+    for key in [
+        "/fresh_run_p50_us",
+        "/fresh_run_p99_us",
+        "/sub_call_us",
+        "/pipeline_sub_call_us",
+        "/parallel_10x100ms_ms",
+        "/runs_per_sec",
+        "/rss_per_instance_mib",
+        "/private_per_instance_mib",
+        "/kill_latency_ms",
+        "/calls_ms",
+        "/loop_ms",
+        "/loop_fuel",
+        "/guest_module_bytes",
+    ] {
+        let v = report.pointer(key);
+        assert!(
+            v.and_then(Value::as_f64)
+                .is_some_and(|v| v.is_finite() && v >= 0.0),
+            "{key}: {v:?}"
+        );
+    }
+    // The TypeScript-only studies are there, and empty.
+    for key in ["compute_ms", "data", "durable", "preflight"] {
+        assert!(report[key].is_null(), "{key}: {}", report[key]);
+    }
+}
+
 /// The program's result under `flags`, run without a controlling terminal (`setsid`), so
 /// `--ask` can never prompt whoever runs the tests.
 fn result_without_terminal(flags: &[&str], program: &str) -> (Option<i32>, Value) {

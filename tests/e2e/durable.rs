@@ -499,6 +499,88 @@ return { answer, seen: [...seen], rejected, big: big.get(19999), calls: counter(
 }
 
 #[test]
+fn a_python_run_pauses_at_a_tool_call_and_resumes_in_another_process() {
+    let (_temp, dir) = state_dir("cli-python");
+    program_in(&dir, "");
+    let path = dir.join("program.py");
+    std::fs::write(
+        &path,
+        r#"import asyncio
+seen = {"a": 1}
+big = {i: {"n": i, "s": "v" + str(i)} for i in range(20000)}
+print("asking")
+slept = asyncio.sleep(0.01)
+answer = await tools.echo({"question": "ship it?"})
+seen["b"] = 2
+try:
+    await tools.echo({"question": "and this?"})
+    rejected = None
+except ToolCallError as e:
+    rejected = [e.tool_name, str(e)]
+await slept
+{"answer": answer, "seen": seen, "rejected": rejected, "big": big[19999]}
+"#,
+    )
+    .unwrap();
+    let program = path.to_str().expect("a UTF-8 temporary path");
+    let (code, first, stderr) = cli(&["run", program, "--pause-on", "echo", "--json"], &dir);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert_eq!(first["logs"], json!(["asking"]));
+    let run_id = first["paused"]["runId"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    assert_eq!(
+        first["paused"]["pending"],
+        json!([{"callId": "2", "tool": "echo", "arguments": {"question": "ship it?"}}])
+    );
+
+    // The TypeScript runtime says which runtime resumes it, and leaves it resumable.
+    let (code, _, stderr) = cli(&["resume", &run_id, "--reply", "2=1"], &dir);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("--lang python"), "{stderr}");
+
+    let (code, second, stderr) = cli(
+        &[
+            "resume",
+            &run_id,
+            "--lang",
+            "python",
+            "--reply",
+            r#"2={"yes":true}"#,
+            "--json",
+        ],
+        &dir,
+    );
+    assert_eq!(code, Some(3), "paused again on the second echo: {stderr}");
+    let again = second["paused"]["runId"].as_str().unwrap().to_owned();
+    let pending = &second["paused"]["pending"][0];
+    assert_eq!(pending["tool"], json!("echo"));
+    let call = pending["callId"].as_str().unwrap().to_owned();
+
+    let (code, done, stderr) = cli(
+        &[
+            "resume",
+            &again,
+            "--lang",
+            "python",
+            "--reject",
+            &format!("{call}=not today"),
+            "--json",
+        ],
+        &dir,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        done["result"],
+        json!({
+            "answer": {"yes": true}, "seen": {"a": 1, "b": 2},
+            "rejected": ["echo", "not today"], "big": {"n": 19999, "s": "v19999"}
+        })
+    );
+}
+
+#[test]
 fn a_machine_that_prepared_its_own_sandbox_resumes_another_machines_run() {
     // Pre-initialisation is deterministic, so two independently prepared caches hold the same
     // image, and a fleet sharing a state store (and key) can resume each other's runs.

@@ -467,6 +467,10 @@ pub struct BenchArgs {
     /// Iterations of the fresh-run workload.
     #[arg(long, default_value_t = 200)]
     pub runs: usize,
+    /// The guest to measure: typescript (Boa) or python (Monty), with the same workloads in
+    /// each language where they have a twin.
+    #[arg(long, value_enum, default_value_t = Language::TypeScript)]
+    pub lang: Language,
 }
 
 /// Resolves when the process is asked to stop (Ctrl-C or SIGTERM), so that runs end as aborted

@@ -7,6 +7,7 @@ use codemode_runtime::code::{Resume, RunFailure};
 use codemode_runtime::json;
 use codemode_runtime::run_code::{self, CodeOutcome, CodeRequest, CodeRun, SubCallRecord};
 use codemode_runtime::signal::AbortController;
+use codemode_sdk_gen::Language;
 use serde_json::{json, Map, Value};
 
 use super::approval::{ApprovedAtResume, TerminalApproval};
@@ -107,7 +108,7 @@ fn printable(text: &str) -> std::borrow::Cow<'_, str> {
         .into()
 }
 
-fn print_human(run: &CodeRun, value: Option<&Value>, program: &str) {
+fn print_human(run: &CodeRun, value: Option<&Value>, program: &str, language: Language) {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for line in &run.logs {
@@ -138,8 +139,13 @@ fn print_human(run: &CodeRun, value: Option<&Value>, program: &str) {
             );
         }
         let first = paused.pending.first().map_or("1", |c| c.call_id.as_str());
+        // A Python run resumes in the Python guest.
+        let lang = match language {
+            Language::Python => " --lang python",
+            Language::TypeScript => "",
+        };
         eprintln!(
-            "continue it with: codemode resume {} --reply {first}=<JSON> (or --reject {first}=<message>)",
+            "continue it with: codemode resume {}{lang} --reply {first}=<JSON> (or --reject {first}=<message>)",
             paused.run_id
         );
     }
@@ -192,7 +198,7 @@ pub async fn run(mut args: RunArgs) -> u8 {
             .as_deref()
             .is_some_and(|path| path.extension().is_some_and(|ext| ext == "py"))
     {
-        args.budget.lang = Some(codemode_sdk_gen::Language::Python);
+        args.budget.lang = Some(Language::Python);
     }
     let program = match read_program(&args) {
         Ok(p) => p,
@@ -305,7 +311,7 @@ pub(super) async fn run_job(
         write_json_document(run, value, &mut text);
         println!("{text}");
     } else {
-        print_human(run, value, &program);
+        print_human(run, value, &program, budget.language());
     }
     let code = if run.failure.is_some() {
         EXIT_PROGRAM_FAILED

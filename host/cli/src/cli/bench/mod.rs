@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use codemode_host::{
     builtins, Budgets, Interruption, RunMetrics, WasmCodeRuntime, FUEL_PER_MS, GUEST_WASM,
+    PYTHON_GUEST_WASM,
 };
 use codemode_runtime::code::{
     binding, BindingFn, BindingNamespace, CodeRuntime, ErrorClass, RunRequest,
@@ -19,6 +20,7 @@ use codemode_runtime::tools::{
     AgentScope, PostDecision, PreDecision, RegistrationGuard, Registry, ToolExecutionInput,
     ToolMode, RUN_CODE_NAME,
 };
+use codemode_sdk_gen::Language;
 use serde_json::{json, Value};
 
 use super::{BenchArgs, EXIT_OK, EXIT_USAGE};
@@ -129,7 +131,11 @@ fn no_op_hooks(registry: &Registry) -> Vec<RegistrationGuard> {
 
 /// Per-call overhead of a sequential awaited `echo` through `run_code` and the whole
 /// pipeline, with five no-op hooks installed: the loop with calls minus the loop without.
-async fn pipeline_sub_call(rt: &WasmCodeRuntime, calls: u32) -> Result<Duration, String> {
+async fn pipeline_sub_call(
+    rt: &WasmCodeRuntime,
+    calls: u32,
+    programs: &Programs,
+) -> Result<Duration, String> {
     let registry = Registry::with_mode(ToolMode::Code);
     let _tools = builtins::register(&registry, ".").map_err(|e| e.to_string())?;
     let _hooks = no_op_hooks(&registry);
@@ -139,18 +145,14 @@ async fn pipeline_sub_call(rt: &WasmCodeRuntime, calls: u32) -> Result<Duration,
         RunCodeConfig::default(),
     )
     .map_err(|e| e.to_string())?;
-    per_call_through_run_code(
-        &registry,
-        &format!("for (let i = 0; i < {calls}; i++) await tools.echo({{ i }});"),
-        calls,
-    )
-    .await
+    per_call_through_run_code(&registry, programs, &(programs.calls)(calls), calls).await
 }
 
 /// The median (of 5) per-call cost of `program`, a loop of `calls` calls through `run_code`
 /// and the pipeline, less the same loop without the calls.
 async fn per_call_through_run_code(
     registry: &Registry,
+    programs: &Programs,
     program: &str,
     calls: u32,
 ) -> Result<Duration, String> {
@@ -177,7 +179,7 @@ async fn per_call_through_run_code(
     let mut samples = Vec::new();
     for _ in 0..5 {
         let with_calls = run(program.to_owned()).await?;
-        let baseline = run(format!("for (let i = 0; i < {calls}; i++) ({{ i }});")).await?;
+        let baseline = run((programs.baseline)(calls)).await?;
         samples.push(with_calls.saturating_sub(baseline) / calls);
     }
     samples.sort();
@@ -189,6 +191,7 @@ async fn per_call_through_run_code(
 async fn bash_true(
     rt: &WasmCodeRuntime,
     backend: Arc<dyn codemode_exec::backend::Backend>,
+    programs: &Programs,
 ) -> Result<Duration, String> {
     let registry = Registry::with_mode(ToolMode::Code);
     let root = std::env::temp_dir();
@@ -201,12 +204,7 @@ async fn bash_true(
         RunCodeConfig::default(),
     )
     .map_err(|e| e.to_string())?;
-    let cost = per_call_through_run_code(
-        &registry,
-        "for (let i = 0; i < 20; i++) await tools.bash({ command: 'true', description: 'Nothing' });",
-        20,
-    )
-    .await;
+    let cost = per_call_through_run_code(&registry, programs, programs.bash, 20).await;
     exec.shutdown().await;
     cost
 }
@@ -228,6 +226,77 @@ fn holding_namespace(release: Arc<AtomicBool>) -> BindingNamespace {
     );
     tools_namespace(functions)
 }
+
+/// The programs the bench runs, in one language.
+struct Programs {
+    language: Language,
+    /// The fresh run.
+    trivial: &'static str,
+    /// `n` sequential awaited echo calls.
+    calls: fn(u32) -> String,
+    /// The same loop without the calls.
+    baseline: fn(u32) -> String,
+    /// Ten 100 ms sleeps at once.
+    parallel: &'static str,
+    /// A loop that never ends.
+    spin: &'static str,
+    /// A run that waits on `tools.hold`.
+    hold: &'static str,
+    /// 20 sequential `bash true` calls.
+    bash: &'static str,
+    compute: Option<&'static Workload>,
+    call_heavy: &'static Workload,
+    counting: &'static Workload,
+}
+
+const TYPESCRIPT: Programs = Programs {
+    language: Language::TypeScript,
+    trivial: "return 1",
+    calls: |n| format!("for (let i = 0; i < {n}; i++) await tools.echo({{ i }});"),
+    baseline: |n| format!("for (let i = 0; i < {n}; i++) ({{ i }});"),
+    parallel: "await Promise.all(Array.from({ length: 10 }, () => tools.sleep({ ms: 100 })));",
+    spin: "for (;;) {}",
+    hold: "await tools.hold({}); return 1;",
+    bash: "for (let i = 0; i < 20; i++) await tools.bash({ command: 'true', description: 'Nothing' });",
+    compute: Some(&COMPUTE),
+    call_heavy: &CALLS,
+    counting: &LOOP,
+};
+
+/// The Python twins: the fresh run is `1 + 1`, as pydantic-monty's peer feeds it.
+const PYTHON: Programs = Programs {
+    language: Language::Python,
+    trivial: "1 + 1",
+    calls: |n| format!("for i in range({n}):\n    await tools.echo({{'i': i}})"),
+    baseline: |n| format!("for i in range({n}):\n    {{'i': i}}"),
+    parallel:
+        "import asyncio\nawait asyncio.gather(*[tools.sleep({'ms': 100}) for _ in range(10)])",
+    spin: "while True:\n    pass",
+    hold: "await tools.hold({})\n1",
+    bash:
+        "for i in range(20):\n    await tools.bash({'command': 'true', 'description': 'Nothing'})",
+    compute: None,
+    call_heavy: &CALLS_PY,
+    counting: &LOOP_PY,
+};
+
+/// `fixtures/workloads/calls.js` in Python (`calls.py`), for the Python guest and pydantic-monty.
+const CALLS_PY: Workload = Workload {
+    name: "call-heavy (Python)",
+    program: include_str!("../../../../../fixtures/workloads/calls.py"),
+    check_at: "/check",
+    result: 609_129_731.0,
+    samples: 3,
+};
+
+/// The counting loop in Python (`fixtures/workloads/loop.py`).
+const LOOP_PY: Workload = Workload {
+    name: "counting loop (Python)",
+    program: include_str!("../../../../../fixtures/workloads/loop.py"),
+    check_at: "",
+    result: 8_999_997.0,
+    samples: 3,
+};
 
 /// A workload shared with the peer scripts that needs no tools: a function body ending in
 /// `return`, the number it must compute (its value, or the value's `check`, as `check_at`
@@ -458,7 +527,17 @@ async fn data_workload(rt: &WasmCodeRuntime) -> Result<Value, String> {
 }
 
 async fn measure(args: &BenchArgs) -> Result<Value, String> {
-    let rt = WasmCodeRuntime::new(Budgets::default()).map_err(|e| e.to_string())?;
+    let p = match args.lang {
+        Language::TypeScript => &TYPESCRIPT,
+        Language::Python => &PYTHON,
+    };
+    let rt =
+        WasmCodeRuntime::for_language(p.language, Budgets::default()).map_err(|e| e.to_string())?;
+    if args.data_only && p.language == Language::Python {
+        return Err(
+            "the data workload has no Python version yet; --data-only measures TypeScript".into(),
+        );
+    }
     if args.data_only {
         measured(&rt, "return 1", vec![]).await?;
         let data = data_workload(&rt).await?;
@@ -473,7 +552,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
 
     // Warm up: the first run pays for loading the compiled module.
     let cold = Instant::now();
-    measured(&rt, "return 1", vec![]).await?;
+    measured(&rt, p.trivial, vec![]).await?;
     let first_run = cold.elapsed();
 
     let mut totals = Vec::with_capacity(args.runs);
@@ -481,7 +560,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let mut fresh_fuel = 0;
     for _ in 0..args.runs.max(1) {
-        let m = measured(&rt, "return 1", vec![]).await?;
+        let m = measured(&rt, p.trivial, vec![]).await?;
         totals.push(m.total);
         strip += m.strip;
         preflight += m.preflight;
@@ -500,37 +579,31 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
 
     // Per-call overhead: 1,000 sequential awaited echo calls, minus an empty run.
     let calls = 1_000u32;
-    let loop_program = format!("for (let i = 0; i < {calls}; i++) await tools.echo({{ i }});");
+    let loop_program = (p.calls)(calls);
     let mut per_call = Vec::new();
     for _ in 0..5 {
         let with_calls = measured(&rt, &loop_program, tools()).await?.total;
-        let baseline = measured(
-            &rt,
-            &format!("for (let i = 0; i < {calls}; i++) ({{ i }});"),
-            tools(),
-        )
-        .await?
-        .total;
+        let baseline = measured(&rt, &(p.baseline)(calls), tools()).await?.total;
         per_call.push(with_calls.saturating_sub(baseline) / calls);
     }
     per_call.sort();
     let sub_call = percentile(&per_call, 0.5);
-    let pipeline_call = pipeline_sub_call(&rt, calls).await?;
+    let pipeline_call = pipeline_sub_call(&rt, calls, p).await?;
 
     // Ten concurrency-safe sleeps of 100 ms under Promise.all.
-    let parallel = measured(
-        &rt,
-        "await Promise.all(Array.from({ length: 10 }, () => tools.sleep({ ms: 100 })));",
-        tools(),
-    )
-    .await?
-    .total;
+    let parallel = measured(&rt, p.parallel, tools()).await?.total;
 
     // The compute-heavy workload every peer runs too (fixtures/workloads/compute.js).
-    let (compute, compute_fuel, _) = workload_median(&rt, &COMPUTE).await?;
-    let fuel_per_ms = compute_fuel as f64 / ms(compute).max(1e-9);
-    let (call_heavy, call_heavy_fuel, call_heavy_value) = workload_median(&rt, &CALLS).await?;
-    let (counting, counting_fuel, _) = workload_median(&rt, &LOOP).await?;
+    let compute = match p.compute {
+        Some(workload) => Some(workload_median(&rt, workload).await?),
+        None => None,
+    };
+    let fuel_per_ms = compute
+        .as_ref()
+        .map(|(time, fuel, _)| *fuel as f64 / ms(*time).max(1e-9));
+    let (call_heavy, call_heavy_fuel, call_heavy_value) =
+        workload_median(&rt, p.call_heavy).await?;
+    let (counting, counting_fuel, _) = workload_median(&rt, p.counting).await?;
 
     // Throughput: trivial runs on every worker thread for one second.
     let window = Duration::from_secs(1);
@@ -542,10 +615,11 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let mut handles = Vec::new();
     for _ in 0..workers {
         let rt = rt.clone();
+        let trivial = p.trivial;
         handles.push(tokio::spawn(async move {
             let mut done = 0u64;
             while started.elapsed() < window {
-                if rt.run(request("return 1", vec![])).await.is_ok() {
+                if rt.run(request(trivial, vec![])).await.is_ok() {
                     done += 1;
                 }
             }
@@ -559,16 +633,19 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let runs_per_sec = runs as f64 / started.elapsed().as_secs_f64();
 
     // Kill latency past a wall-clock budget on a hot loop.
-    let wall_rt = WasmCodeRuntime::new(Budgets {
-        wall_ms: 100,
-        compute_ms: 3_600_000,
-        ..Budgets::default()
-    })
+    let wall_rt = WasmCodeRuntime::for_language(
+        p.language,
+        Budgets {
+            wall_ms: 100,
+            compute_ms: 3_600_000,
+            ..Budgets::default()
+        },
+    )
     .map_err(|e| e.to_string())?;
     let mut kills = Vec::new();
     for _ in 0..5 {
         let (_, m) = wall_rt
-            .run_measured(request("for (;;) {}", vec![]))
+            .run_measured(request(p.spin, vec![]))
             .await
             .map_err(|e| e.to_string())?;
         kills.push(m.total.saturating_sub(Duration::from_millis(100)));
@@ -589,9 +666,9 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     for _ in 0..100 {
         let rt = rt.clone();
         let ns = holding_namespace(release.clone());
+        let hold = p.hold;
         alive.push(tokio::spawn(async move {
-            rt.run(request("await tools.hold({}); return 1;", vec![ns]))
-                .await
+            rt.run(request(hold, vec![ns])).await
         }));
     }
     while rt.live_runs() < 100 {
@@ -610,22 +687,38 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
 
     // The execution tools: `bash true` on each backend (the sandbox only where the kernel
     // can enforce it).
-    let bash_local = bash_true(&rt, Arc::new(codemode_exec::backend::Local)).await?;
+    let bash_local = bash_true(&rt, Arc::new(codemode_exec::backend::Local), p).await?;
     let bash_sandbox = match codemode_exec::sandbox::Sandbox::new(&std::env::temp_dir()) {
-        Ok(sandbox) => Some(bash_true(&rt, Arc::new(sandbox)).await?),
+        Ok(sandbox) => Some(bash_true(&rt, Arc::new(sandbox), p).await?),
         Err(_) => None,
     };
 
-    let durable = durable::study().await?;
-    let preflight = preflight::measure()?;
-    let data = data_workload(&rt).await?;
-    let (interruption, interruption_data) = if args.interruption {
+    // The studies that have only a TypeScript form are measured with TypeScript programs.
+    let typescript = p.language == Language::TypeScript;
+    let durable = if typescript {
+        durable::study().await?
+    } else {
+        Value::Null
+    };
+    let preflight = if typescript {
+        preflight::measure()?
+    } else {
+        Value::Null
+    };
+    let data = if typescript {
+        data_workload(&rt).await?
+    } else {
+        Value::Null
+    };
+    let (interruption, interruption_data) = if args.interruption && typescript {
         interruption_study(true).await?
     } else {
         (Value::Null, Value::Null)
     };
 
     Ok(json!({
+        "language": p.language.name(),
+        "fresh_run_program": p.trivial,
         "fresh_run_p50_us": us(p50),
         "fresh_run_p99_us": us(p99),
         "fresh_run_split_us": {
@@ -652,7 +745,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "fuel_per_ms": fuel_per_ms,
         "durable": durable,
         "data": data,
-        "compute_ms": ms(compute),
+        "compute_ms": compute.as_ref().map(|(time, _, _)| ms(*time)),
         "calls_ms": ms(call_heavy),
         "calls": {
             "total_ms": ms(call_heavy),
@@ -665,7 +758,10 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "interruption": interruption,
         "interruption_data": interruption_data,
         "fuel_per_ms_configured": FUEL_PER_MS,
-        "guest_module_bytes": GUEST_WASM.len(),
+        "guest_module_bytes": match p.language {
+            Language::TypeScript => GUEST_WASM.len(),
+            Language::Python => PYTHON_GUEST_WASM.len(),
+        },
         "peak_rss_mib": rss_kib("VmHWM:").unwrap_or(0) as f64 / 1024.0,
         "runs": args.runs,
         // Measured while spans were exported over OTLP (`OTEL_EXPORTER_OTLP_ENDPOINT`).
@@ -676,13 +772,15 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
 pub async fn bench(args: BenchArgs) -> u8 {
     // Measured on a runtime worker, as an embedding host's request handler would run, not on
     // the thread blocked in `block_on` (every wake-up of which is a cross-thread unpark).
-    let (interruption, runs, data_only) = (args.interruption, args.runs, args.data_only);
+    let (interruption, runs, data_only, lang) =
+        (args.interruption, args.runs, args.data_only, args.lang);
     let measured = tokio::spawn(async move {
         measure(&BenchArgs {
             json: true,
             interruption,
             runs,
             data_only,
+            lang,
         })
         .await
     })
