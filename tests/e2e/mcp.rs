@@ -310,6 +310,40 @@ fn codemode_mcp_serves_run_code_to_the_official_client_over_stdio() {
 }
 
 #[test]
+fn codemode_mcp_lang_python_serves_python_programs_with_the_python_sdk() {
+    let answers = drive(
+        json!({"steps": [
+            {"op": "list"},
+            run_code("import asyncio\nsums = await asyncio.gather(*[tools['mcp__everything__get-sum']({'a': a, 'b': 1}) for a in range(5)])\nprint('adding')\nlen(sums)"),
+            run_code("print('before')\nraise ValueError('boom')"),
+        ]}),
+        "stdio",
+        &stdio_server(&["--lang", "python", "--mcp", &everything()]),
+    );
+    let tools = answers[0].as_array().unwrap();
+    let description = tools[0]["description"].as_str().unwrap();
+    assert!(
+        description.starts_with("Execute a Python program"),
+        "{description}"
+    );
+    assert!(description.contains("```python"), "{description}");
+    assert!(
+        description.contains("class ToolCallError(Exception):\n    tool_name: str"),
+        "{description}"
+    );
+    assert_eq!(answers[1]["isError"], false, "{}", answers[1]);
+    assert_eq!(
+        answers[1]["structured"],
+        json!({"logs": ["adding"], "result": 5})
+    );
+    assert_eq!(answers[2]["isError"], true);
+    assert_eq!(
+        answers[2]["text"],
+        "Error: code run failed (exception): ValueError: boom\n    2 | raise ValueError('boom')\n      |       ^\nCaptured output:\nbefore"
+    );
+}
+
+#[test]
 fn a_compute_failure_with_upstream_calls_in_flight_leaves_the_next_run_healthy() {
     let dir = temp_dir("mcp-fragile");
     let log = dir.join("cancelled.log");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use codemode_mcp::server::{
     permitted_tools, ElicitApproval, Presentation, Served, ServedPausing, ServedTasks,
 };
-use codemode_runtime::run_code::TYPESCRIPT_FLAVOR;
+use codemode_runtime::run_code::Flavor;
 use codemode_runtime::tools::ToolMode;
 use rmcp::ServiceExt;
 
@@ -119,7 +119,7 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
     let presentation = Presentation {
         native_tools: args.mode == ServeMode::Both,
         sdk_budget: args.sdk_budget,
-        flavor: &TYPESCRIPT_FLAVOR,
+        flavor: Flavor::of(args.budget.language()),
     };
     let tools = permitted_tools(&session.registry, &session.policy);
     let served = Served::new(session.registry.clone(), tools, &presentation);
