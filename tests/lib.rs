@@ -29,11 +29,20 @@ pub fn fixtures() -> PathBuf {
 
 /// Every `.ts` file of `fixtures/<dir>`, sorted: its name without the extension, and its text.
 pub fn typescript_fixtures(dir: &str) -> Vec<(String, String)> {
+    fixtures_with_extension(dir, "ts")
+}
+
+/// Every `.py` file of `fixtures/<dir>`, by name without extension, in name order.
+pub fn python_fixtures(dir: &str) -> Vec<(String, String)> {
+    fixtures_with_extension(dir, "py")
+}
+
+fn fixtures_with_extension(dir: &str, extension: &str) -> Vec<(String, String)> {
     let dir = fixtures().join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "ts"))
+        .filter(|p| p.extension().is_some_and(|x| x == extension))
         .collect();
     files.sort();
     files

@@ -380,8 +380,20 @@ impl WasmCodeRuntime {
             &request.bindings,
             request.preflight.as_deref(),
         ));
-        // A Python program is run as written: Monty parses it in the guest.
+        // A Python program is run as written: Monty parses it in the guest. Its calls are
+        // read from its tokens for preflight.
         let (program, completion) = if inner.guest == Guest::Python {
+            if request.preflight.is_some() {
+                let reading = Instant::now();
+                let problems = preflight::check_python(&request.program, &namespaces);
+                metrics.preflight = reading.elapsed();
+                if !problems.is_empty() {
+                    return Ok(run::failure_before_start(
+                        preflight::failure(&problems),
+                        budgets,
+                    ));
+                }
+            }
             (request.program.clone(), None)
         } else {
             let checked = request.preflight.is_some().then(|| namespaces.clone());

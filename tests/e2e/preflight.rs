@@ -17,6 +17,7 @@ fn namespace_for(program: &str) -> Namespace {
     let header = program.lines().next().unwrap_or_default();
     let set = header
         .strip_prefix("// tools: ")
+        .or_else(|| header.strip_prefix("# tools: "))
         .unwrap_or_else(|| panic!("no `// tools:` line: {header}"))
         .trim();
     let tools: Vec<(String, Schema)> = if set == "builtin" {
@@ -47,7 +48,10 @@ fn namespace_for(program: &str) -> Namespace {
 fn expected(program: &str) -> Vec<(u32, u32)> {
     program
         .lines()
-        .filter_map(|l| l.strip_prefix("// expect: "))
+        .filter_map(|l| {
+            l.strip_prefix("// expect: ")
+                .or_else(|| l.strip_prefix("# expect: "))
+        })
         .map(|at| {
             let (line, column) = at.trim().split_once(':').expect("L:C");
             (line.parse().expect("line"), column.parse().expect("column"))
@@ -85,6 +89,77 @@ fn no_valid_program_is_refused() {
         }
     }
     assert!(refused.is_empty(), "{}", refused.join("\n"));
+}
+
+#[test]
+fn python_programs_are_checked_the_same_way() {
+    let corpus = python_fixtures("preflight/python/faulty");
+    assert!(corpus.len() >= 8, "{} faulty programs", corpus.len());
+    let mut wrong = Vec::new();
+    for (name, program) in &corpus {
+        let problems = preflight::check_python(program, &[namespace_for(program)]);
+        let found: Vec<(u32, u32)> = problems.iter().map(|p| (p.line, p.column)).collect();
+        let want = expected(program);
+        assert!(!want.is_empty(), "{name} expects nothing");
+        if found != want {
+            wrong.push(format!("{name}: expected {want:?}, found {problems:#?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+
+    let mut valid = python_fixtures("preflight/python/valid");
+    valid.extend(python_fixtures("sdk/programs/python/pass"));
+    let mut refused = Vec::new();
+    for (name, program) in &valid {
+        let problems = preflight::check_python(program, &[namespace_for(program)]);
+        if !problems.is_empty() {
+            refused.push(format!("{name}: {problems:#?}"));
+        }
+    }
+    assert!(refused.is_empty(), "{}", refused.join("\n"));
+
+    // The SDK fixtures' failing programs that a literal decides are refused too.
+    for (name, program) in python_fixtures("sdk/programs/python/fail") {
+        let problems = preflight::check_python(&program, &[namespace_for(&program)]);
+        let decided = name != "output_used_as_wrong_type";
+        assert_eq!(!problems.is_empty(), decided, "{name}: {problems:#?}");
+    }
+}
+
+#[test]
+fn a_refused_python_program_runs_nothing_through_the_cli() {
+    let dir = temp_dir("preflight-python");
+    for (name, program) in python_fixtures("preflight/python/faulty") {
+        let program = format!("print('started')\n{program}");
+        let file = dir.path().join(format!("{name}.py"));
+        std::fs::write(&file, &program).expect("write");
+        let output = Command::new(codemode_binary())
+            .args(["run", "--json", "--root"])
+            .arg(dir.path())
+            .arg(&file)
+            .output()
+            .expect("codemode runs");
+        let out: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+        let error = &out["error"];
+        assert_eq!(error["cause"], "preflight", "{name}: {out}");
+        assert_eq!(out["logs"], json!([]), "{name}: nothing runs: {out}");
+        assert_eq!(out["calls"], json!([]), "{name}: nothing runs: {out}");
+        let want = expected(&program)[0];
+        assert_eq!(
+            (error["line"].as_u64(), error["column"].as_u64()),
+            (Some(u64::from(want.0 + 1)), Some(u64::from(want.1))),
+            "{name}: {out}"
+        );
+        // Without preflight the same program runs, and fails where it fails.
+        let output = Command::new(codemode_binary())
+            .args(["run", "--json", "--no-preflight", "--root"])
+            .arg(dir.path())
+            .arg(&file)
+            .output()
+            .expect("codemode runs");
+        let out: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+        assert_eq!(out["logs"][0], "started", "{name}: {out}");
+    }
 }
 
 fn run_json(program: &str, extra: &[&str]) -> Value {

@@ -9,6 +9,9 @@
 
 mod arguments;
 mod calls;
+mod python;
+
+pub use python::check as check_python;
 
 use std::collections::BTreeMap;
 
