@@ -130,7 +130,7 @@ fn check_call(
             message,
         });
     };
-    if !ns.members.iter().any(|m| *m == name) {
+    if !ns.members.contains(&name) {
         push(
             name_span.0,
             crate::explain::describe_unknown(&ns.global, &name, &ns.members),
