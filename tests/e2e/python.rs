@@ -186,8 +186,13 @@ async fn errors_name_what_cpython_names_with_the_line_column_and_a_caret() {
     );
     assert!(failure.line.is_some());
 
-    // Unknown tools are AttributeErrors worded the same way.
+    // Unknown tools are refused before anything runs; reached another way, they are
+    // AttributeErrors worded as CPython words them.
     let outcome = run(&cm, "await tools.nope({})").await;
+    let failure = outcome.run.and_then(|r| r.failure).expect("a failure");
+    assert_eq!(failure.cause, Some(FailureCause::Preflight));
+    assert_eq!((failure.line, failure.column), (Some(1), Some(13)));
+    let outcome = run(&cm, "t = tools\nawait t.nope({})").await;
     let failure = outcome.run.and_then(|r| r.failure).expect("a failure");
     assert_eq!(
         failure.message,
@@ -340,4 +345,109 @@ async fn a_runtime_refuses_programs_in_the_other_language() {
     )
     .await;
     assert!(outcome.run.is_none());
+}
+
+/// What CPython makes of a corpus program (`tests/e2e/python/cpython.py`).
+fn under_cpython(path: &std::path::Path) -> serde_json::Value {
+    let script = codemode_e2e::fixtures()
+        .join("../tests/e2e/python/cpython.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg(path)
+        .output()
+        .expect("python3 runs");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[tokio::test]
+async fn a_corpus_of_programs_prints_and_fails_as_cpython_does() {
+    let mut cm = CodeMode::python();
+    cm.add(echo()).add(tool("fail", |args, _| async move {
+        let message = args
+            .get("message")
+            .and_then(|m| m.as_str())
+            .unwrap_or("failed")
+            .to_owned();
+        Err(ToolError::new(message))
+    }));
+    let dir = codemode_e2e::fixtures().join("python/corpus");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the corpus")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "py"))
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 20, "{} programs", paths.len());
+    let mut differences = Vec::new();
+    for path in &paths {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let program = std::fs::read_to_string(path).expect("readable");
+        let cpython = under_cpython(path);
+        let outcome = run(&cm, &program).await;
+        let Some(ran) = outcome.run.as_ref() else {
+            differences.push(format!("{name}: did not run: {}", outcome.result.text()));
+            continue;
+        };
+        let logs = serde_json::to_value(&ran.logs).unwrap();
+        if logs != cpython["logs"] {
+            differences.push(format!(
+                "{name}: printed\n  {logs}\nCPython printed\n  {}",
+                cpython["logs"]
+            ));
+        }
+        let ours = ran.failure.as_ref().map(|f| {
+            let first = f.message.lines().next().unwrap_or_default().to_owned();
+            (first, f.line)
+        });
+        let theirs = cpython["error"].as_object().map(|e| {
+            let message = e["message"].as_str().unwrap_or_default();
+            let summary = if message.is_empty() {
+                e["type"].as_str().unwrap_or_default().to_owned()
+            } else {
+                format!("{}: {message}", e["type"].as_str().unwrap_or_default())
+            };
+            (summary, e["line"].as_u64().map(|l| l as u32))
+        });
+        if ours != theirs {
+            differences.push(format!("{name}: failed with {ours:?}, CPython with {theirs:?}"));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n\n"));
+}
+
+/// Programs outside the subset Monty runs: each fails with the error its first line names (or
+/// gives the result it names), and the sandbox is fine after it. COMPATIBILITY.md lists them.
+#[tokio::test]
+async fn programs_outside_the_subset_fail_saying_what_is_not_supported() {
+    let mut cm = CodeMode::python();
+    cm.add(echo());
+    let dir = codemode_e2e::fixtures().join("python/unsupported");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the programs")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 5);
+    for path in paths {
+        let program = std::fs::read_to_string(&path).expect("readable");
+        let first = program.lines().next().unwrap_or_default();
+        let outcome = run(&cm, &program).await;
+        let ran = outcome.run.as_ref().expect("the program ran");
+        if let Some(error) = first.strip_prefix("# error: ") {
+            let failure = ran.failure.as_ref().expect("a failure");
+            assert_eq!(failure.message, error, "{}", path.display());
+            assert!(failure.line.is_some(), "{}", path.display());
+        } else {
+            let result = first.strip_prefix("# result: ").expect("# error: or # result:");
+            let value = outcome.value().expect("a value").to_string();
+            assert_eq!(value, result, "{}", path.display());
+        }
+    }
+    assert_eq!(run(&cm, "1 + 1").await.value(), Some(&json!(2)));
 }

@@ -402,21 +402,45 @@ fn complete(value: &MontyObject) {
 /// An exception escaped the program (or it failed to compile): its type and message, placed
 /// at the innermost frame of the program's own code, with the calls that led there.
 fn fail(error: &MontyException) {
-    let frames = error.traceback();
-    let innermost = frames.iter().rev().find(|f| f.filename == PROGRAM_FILE);
-    let (line, column) = innermost.map_or((0, 0), |f| (f.start.line, f.start.column));
-    let mut message = error.summary();
-    // Where the failure went through functions of the program, the calls that led to it.
-    let named: Vec<_> = frames
+    // A frame at a function's `def` line is where Monty places arguments that do not bind
+    // (`f()` missing one); CPython places that at the call, the frame before it.
+    let ours: Vec<_> = error
+        .traceback()
         .iter()
         .filter(|f| f.filename == PROGRAM_FILE)
         .collect();
-    if named.len() > 1 {
+    let callers: Vec<_> = ours
+        .iter()
+        .copied()
+        .filter(|f| !f.preview_line.as_deref().is_some_and(is_def_line))
+        .collect();
+    // When Monty gives no caller, the `def` is the best place there is.
+    let frames = if callers.is_empty() { ours } else { callers };
+    let (line, column) = frames
+        .last()
+        .map_or((0, 0), |f| (f.start.line, f.start.column));
+    let mut message = summary(error);
+    if frames.len() > 1 {
         message.push_str("\nTraceback (most recent call last):");
-        for frame in named {
+        for frame in frames {
             let name = frame.frame_name.as_deref().unwrap_or("<module>");
             message.push_str(&format!("\n  line {}, in {name}", frame.start.line));
         }
     }
     exception_done(&message, line, column);
+}
+
+fn is_def_line(line: &str) -> bool {
+    let line = line.trim_start();
+    line.starts_with("def ") || line.starts_with("async def ")
+}
+
+/// `Type: message` as CPython's last traceback line says it (a `KeyError` shows its key's repr).
+fn summary(error: &MontyException) -> String {
+    match (error.exc_type(), error.message()) {
+        (ExcType::KeyError, Some(key)) => {
+            format!("KeyError: {}", MontyObject::string(key).py_repr())
+        }
+        _ => error.summary(),
+    }
 }

@@ -54,7 +54,12 @@ try:
     failed = None
 except ToolCallError as e:
     failed = e.tool_name
-settled = await asyncio.gather(tools.sleep({"ms": 1}), tools.sleep({"ms": 1}), return_exceptions=True)
+async def settle(call):
+    try:
+        return await call
+    except ToolCallError as e:
+        return str(e)
+settled = await asyncio.gather(settle(tools.sleep({"ms": 1})), settle(tools.sleep({"ms": 1})))
 {"echoed": echoed, "failed": failed, "settled": len(settled), "doubled": [n * 2 for n in [1, 2, 3]]}"#;
 
 /// The reply to the profile's first call, as a tool's result would come.
