@@ -1,6 +1,6 @@
-//! The hostile program corpus (`fixtures/hostile/programs/*.ts`): escapes, resource attacks,
-//! hostile values, bridge abuse and host-side amplifications, each file with its expected
-//! outcome in a header:
+//! The hostile program corpus (`fixtures/hostile/programs/*.ts`, and `*.py` run by the Python
+//! guest, with `#` for `//`): escapes, resource attacks, hostile values, bridge abuse and
+//! host-side amplifications, each file with its expected outcome in a header:
 //!
 //! ```text
 //! // budgets: {"compute_ms": 200, "memory_mb": 64, "max_output_bytes": 100000}
@@ -28,6 +28,7 @@ use codemode_e2e::harness::CodeMode;
 use codemode_host::{builtins, Budgets};
 use codemode_runtime::code::RunResult;
 use codemode_runtime::run_code::RunCodeConfig;
+use codemode_sdk_gen::Language;
 use serde_json::{json, Value};
 
 fn corpus() -> Vec<PathBuf> {
@@ -35,7 +36,7 @@ fn corpus() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("the corpus")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "ts"))
+        .filter(|p| p.extension().is_some_and(|e| e == "ts" || e == "py"))
         .collect();
     files.sort();
     files
@@ -43,10 +44,11 @@ fn corpus() -> Vec<PathBuf> {
 
 /// The JSON of a `// key: …` header line.
 fn header(program: &str, key: &str) -> Option<Value> {
-    let prefix = format!("// {key}:");
+    let slashes = format!("// {key}:");
+    let hash = format!("# {key}:");
     program
         .lines()
-        .find_map(|line| line.strip_prefix(&prefix))
+        .find_map(|line| line.strip_prefix(&slashes).or_else(|| line.strip_prefix(&hash)))
         .map(|rest| serde_json::from_str(rest.trim()).unwrap_or(Value::String(rest.trim().into())))
 }
 
@@ -127,7 +129,12 @@ async fn every_in_process_case_ends_with_its_expected_outcome() {
         }
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let expect = header(&program, "expect").unwrap_or_else(|| panic!("{name}: no expect"));
-        let mut cm = CodeMode::with(RunCodeConfig::default(), budgets(&program));
+        let language = if path.extension().is_some_and(|e| e == "py") {
+            Language::Python
+        } else {
+            Language::TypeScript
+        };
+        let mut cm = CodeMode::for_language(language, RunCodeConfig::default(), budgets(&program));
         let tools = builtins::register(&cm.registry, ".").unwrap();
         cm.keep(tools);
         let result = cm.run(&program).await;
@@ -220,7 +227,11 @@ fn amplifications_stay_within_the_hosts_own_bounds() {
         if let Some(budgets) =
             header(&program, "peak_over_idle_below_memory_budgets").and_then(|v| v.as_f64())
         {
-            let (idle_out, _, idle) = run_cli(Err("return 1"), &b, &[]);
+            let (idle_out, _, idle) = if path.extension().is_some_and(|e| e == "py") {
+                run_cli(Err("1"), &b, &["--lang", "python"])
+            } else {
+                run_cli(Err("return 1"), &b, &[])
+            };
             assert!(
                 idle_out.contains("\"result\""),
                 "{name}: idle run: {idle_out}"

@@ -19,6 +19,9 @@ const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// Deeper values are refused rather than walked (the host's JSON depth limit is lower).
 const MAX_DEPTH: usize = 512;
 
+/// Longest path a message shows.
+const MAX_PATH_SHOWN: usize = 120;
+
 /// Why a value cannot leave the sandbox: the path to the part that cannot, and what it is.
 pub struct NotJson {
     pub path: String,
@@ -29,10 +32,20 @@ impl NotJson {
     /// The reason as a model reads it: `value at ['items'][2] is a set`.
     pub fn describe(&self) -> String {
         if self.path.is_empty() {
-            format!("the value is {}", self.what)
-        } else {
-            format!("the value at {} is {}", self.path, self.what)
+            return format!("the value is {}", self.what);
         }
+        // A deep path is shown by its start: enough to find the place.
+        let mut path = self.path.as_str();
+        let mut cut = "";
+        if path.len() > MAX_PATH_SHOWN {
+            let mut end = MAX_PATH_SHOWN;
+            while !path.is_char_boundary(end) {
+                end -= 1;
+            }
+            path = &path[..end];
+            cut = "…";
+        }
+        format!("the value at {path}{cut} is {}", self.what)
     }
 }
 
