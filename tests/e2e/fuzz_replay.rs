@@ -164,3 +164,8 @@ fn rewrite() {
 fn programs() {
     replay("programs", fuzz_targets::programs, 400, 512, 4);
 }
+
+#[test]
+fn python_programs() {
+    replay("python_programs", fuzz_targets::python_programs, 400, 512, 6);
+}

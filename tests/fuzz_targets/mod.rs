@@ -10,6 +10,7 @@
 
 mod frames;
 mod programs;
+mod python_programs;
 mod raw_guest;
 mod rewrite;
 mod strip;
@@ -26,6 +27,7 @@ use serde_json::Value;
 
 pub use frames::frames;
 pub use programs::{program_text, programs};
+pub use python_programs::{python_program_text, python_programs};
 pub use raw_guest::{guest_wat, raw_guest};
 pub use rewrite::rewrite;
 pub use strip::strip;
