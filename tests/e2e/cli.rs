@@ -49,6 +49,35 @@ fn the_example_program_runs_with_the_built_in_tools() {
     );
 }
 
+#[test]
+fn the_python_example_runs_with_the_built_in_tools() {
+    let program = fixtures().join("programs/hello.py");
+    let out = Command::new(binary())
+        .args(["run", "--json"])
+        .arg(&program)
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        without_fuel(json_of(&out)),
+        json!({
+            "logs": ["point {'x': 1, 'y': 2}", "fail failed: deliberate failure"],
+            "result": {"echoed": {"greeting": "hello"}, "naps": 2, "sum": 3},
+            "calls": [
+                {"subCallId": "run:code:1", "tool": "echo", "outcome": "resolved"},
+                {"subCallId": "run:code:2", "tool": "sleep", "outcome": "resolved"},
+                {"subCallId": "run:code:3", "tool": "sleep", "outcome": "resolved"},
+                {"subCallId": "run:code:4", "tool": "fail", "outcome": "rejected"},
+            ]
+        })
+    );
+}
+
 /// The `--json` document without its `computeFuel`, which must be there: a count of fuel that
 /// moves with every change to the guest, checked on its own by
 /// `json_reports_the_fuel_a_run_burned_the_same_every_time`.

@@ -167,5 +167,11 @@ fn programs() {
 
 #[test]
 fn python_programs() {
-    replay("python_programs", fuzz_targets::python_programs, 400, 512, 6);
+    replay(
+        "python_programs",
+        fuzz_targets::python_programs,
+        400,
+        512,
+        6,
+    );
 }

@@ -48,7 +48,10 @@ fn header(program: &str, key: &str) -> Option<Value> {
     let hash = format!("# {key}:");
     program
         .lines()
-        .find_map(|line| line.strip_prefix(&slashes).or_else(|| line.strip_prefix(&hash)))
+        .find_map(|line| {
+            line.strip_prefix(&slashes)
+                .or_else(|| line.strip_prefix(&hash))
+        })
         .map(|rest| serde_json::from_str(rest.trim()).unwrap_or(Value::String(rest.trim().into())))
 }
 

@@ -349,8 +349,7 @@ async fn a_runtime_refuses_programs_in_the_other_language() {
 
 /// What CPython makes of a corpus program (`tests/e2e/python/cpython.py`).
 fn under_cpython(path: &std::path::Path) -> serde_json::Value {
-    let script = codemode_e2e::fixtures()
-        .join("../tests/e2e/python/cpython.py");
+    let script = codemode_e2e::fixtures().join("../tests/e2e/python/cpython.py");
     let out = std::process::Command::new("python3")
         .arg(script)
         .arg(path)
@@ -415,7 +414,9 @@ async fn a_corpus_of_programs_prints_and_fails_as_cpython_does() {
             (summary, e["line"].as_u64().map(|l| l as u32))
         });
         if ours != theirs {
-            differences.push(format!("{name}: failed with {ours:?}, CPython with {theirs:?}"));
+            differences.push(format!(
+                "{name}: failed with {ours:?}, CPython with {theirs:?}"
+            ));
         }
     }
     assert!(differences.is_empty(), "{}", differences.join("\n\n"));
@@ -444,10 +445,27 @@ async fn programs_outside_the_subset_fail_saying_what_is_not_supported() {
             assert_eq!(failure.message, error, "{}", path.display());
             assert!(failure.line.is_some(), "{}", path.display());
         } else {
-            let result = first.strip_prefix("# result: ").expect("# error: or # result:");
+            let result = first
+                .strip_prefix("# result: ")
+                .expect("# error: or # result:");
             let value = outcome.value().expect("a value").to_string();
             assert_eq!(value, result, "{}", path.display());
         }
     }
     assert_eq!(run(&cm, "1 + 1").await.value(), Some(&json!(2)));
+}
+
+#[tokio::test]
+async fn a_reply_that_comes_while_time_sleep_holds_the_program_is_not_lost() {
+    let cm = python_with_tools();
+    // The call starts when it is made; its reply comes while the program sleeps.
+    let program = r#"import time
+pending = tools.echo({"v": 7})
+time.sleep(0.05)
+r = await pending
+[r["v"], (1, "two")]"#;
+    let outcome = run(&cm, program).await;
+    let run = outcome.run.as_ref().expect("the program ran");
+    assert_eq!(run.failure, None, "{:?}", run.failure);
+    assert_eq!(outcome.value(), Some(&json!([7, [1, "two"]])));
 }

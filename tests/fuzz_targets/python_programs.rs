@@ -66,10 +66,27 @@ impl Gen<'_, '_> {
         };
         Ok(match choice {
             0 => self
-                .pick(&["0", "-0.0", "1.5", "float('nan')", "float('inf')", "2**53+1", "10**400", "1e308*10"])?
+                .pick(&[
+                    "0",
+                    "-0.0",
+                    "1.5",
+                    "float('nan')",
+                    "float('inf')",
+                    "2**53+1",
+                    "10**400",
+                    "1e308*10",
+                ])?
                 .to_owned(),
             1 => self
-                .pick(&["''", "'abc'", "'\\x00\\x1b[31m'", "'\\ud800'", "'😀'", "'{\"a\": 1}'", "b'x'"])?
+                .pick(&[
+                    "''",
+                    "'abc'",
+                    "'\\x00\\x1b[31m'",
+                    "'\\ud800'",
+                    "'😀'",
+                    "'{\"a\": 1}'",
+                    "b'x'",
+                ])?
                 .to_owned(),
             2 => self.var()?,
             3 => self
@@ -77,7 +94,14 @@ impl Gen<'_, '_> {
                 .to_owned(),
             4 => format!("{}", self.small()?),
             5 => self
-                .pick(&["len", "print", "tools", "ToolCallError", "Exception", "range(3)"])?
+                .pick(&[
+                    "len",
+                    "print",
+                    "tools",
+                    "ToolCallError",
+                    "Exception",
+                    "range(3)",
+                ])?
                 .to_owned(),
             6 => format!("[{}, {}]", self.expr(depth + 1)?, self.expr(depth + 1)?),
             7 => format!(
@@ -97,7 +121,10 @@ impl Gen<'_, '_> {
             14 => format!("await tools['echo'](x={}, y=1)", self.expr(depth + 1)?),
             15 => format!("json.dumps({})", self.expr(depth + 1)?),
             16 => "json.loads('[1, 2')".into(),
-            17 => format!("'x' * {}", self.pick(&[1_000u64, 100_000, 10_000_000, 1 << 31])?),
+            17 => format!(
+                "'x' * {}",
+                self.pick(&[1_000u64, 100_000, 10_000_000, 1 << 31])?
+            ),
             18 => format!("[0] * {}", self.pick(&[1_000u64, 1_000_000, 1 << 30])?),
             19 => format!("str({})", self.expr(depth + 1)?),
             20 => format!("({} + {})", self.expr(depth + 1)?, self.expr(depth + 1)?),
@@ -109,7 +136,10 @@ impl Gen<'_, '_> {
             26 => format!("[x for x in range({})]", self.small()?),
             27 => format!("{{str(i): i for i in range({})}}", self.small()?),
             28 => "open('/etc/passwd').read()".into(),
-            29 => format!("await asyncio.sleep({})", self.pick(&["0", "0.001", "-1", "1e9"])?),
+            29 => format!(
+                "await asyncio.sleep({})",
+                self.pick(&["0", "0.001", "-1", "1e9"])?
+            ),
             _ => format!("type({}).__name__", self.expr(depth + 1)?),
         })
     }

@@ -84,13 +84,15 @@ fn write_at(
             }
             // JSON numbers are read as doubles by most of their readers (the host's rule for
             // TypeScript results too): an int beyond 2**53 would not come back the same.
-            _ => return refuse(
-                path,
-                format!(
+            _ => {
+                return refuse(
+                    path,
+                    format!(
                     "the int {}, larger than JSON numbers carry exactly (2**53 - 1); make it a str",
                     value.py_repr()
                 ),
-            ),
+                )
+            }
         },
         "float" => {
             let Some(f) = value.as_float() else {

@@ -57,6 +57,8 @@ struct Run {
     calls: BTreeMap<u32, InFlight>,
     /// `asyncio.sleep` timers armed: timer id → Monty's future.
     timers: BTreeMap<u32, u32>,
+    /// Futures settled while `time.sleep` held the program, for Monty once it waits again.
+    ready: Vec<(u32, ExtFunctionResult)>,
     last_id: u32,
     logs: Logs,
 }
@@ -142,6 +144,7 @@ pub extern "C" fn cm_run() -> u32 {
         waiting: None,
         calls: BTreeMap::new(),
         timers: BTreeMap::new(),
+        ready: Vec::new(),
         last_id: 0,
         logs: Logs::default(),
     };
@@ -222,9 +225,8 @@ fn deliver(run: &mut Run, delivery: Delivery<'_>) -> u32 {
             advance(run, resumed)
         }
         other => {
-            // A reply while `time.sleep` holds the program: Monty takes it once the sleep ends.
-            // The guest cannot hold it that long without a second queue, and never needs to:
-            // a program is only ever suspended in `time.sleep` with no future resolvable.
+            // A reply while `time.sleep` holds the program: Monty takes it when it next waits.
+            run.ready.push((future, result));
             run.waiting = other;
             STATUS_WAITING
         }
@@ -268,6 +270,10 @@ fn advance(run: &mut Run, mut progress: Result<RunProgress, MontyException>) -> 
                         }
                     }
                 }
+            }
+            RunProgress::ResolveFutures(state) if !run.ready.is_empty() => {
+                let ready = std::mem::take(&mut run.ready);
+                state.resume(ready, PrintWriter::Callback(&mut run.logs))
             }
             RunProgress::ResolveFutures(state) => {
                 if run.calls.is_empty() && run.timers.is_empty() {
