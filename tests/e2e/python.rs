@@ -469,3 +469,37 @@ r = await pending
     assert_eq!(run.failure, None, "{:?}", run.failure);
     assert_eq!(outcome.value(), Some(&json!([7, [1, "two"]])));
 }
+
+#[tokio::test]
+async fn a_python_programs_calls_meet_the_guards_and_make_the_events_a_typescript_ones_do() {
+    let mut cm = python_with_tools();
+    cm.keep(cm.registry.guard(None, |call| {
+        (call.name() == "my-tool").then(|| "my-tool is not allowed here".to_owned())
+    }));
+    let program = r#"await tools.echo({"a": 1})
+try:
+    await tools["my-tool"]({})
+except ToolCallError as e:
+    print(e.tool_name, "refused:", e)
+"#;
+    let result = cm.run(program).await;
+    assert!(!result.is_error(), "{}", result.text());
+    assert_eq!(
+        result.text(),
+        "my-tool refused: my-tool is not allowed here"
+    );
+    assert_eq!(
+        cm.events.summary(),
+        [
+            "tool/call call-1",
+            "start call-1:code:1",
+            "settle call-1:code:1",
+            "start call-1:code:2",
+            "settle call-1:code:2 error",
+            "tool/result call-1",
+        ]
+    );
+    let report = cm.report();
+    let outcomes: Vec<_> = report.sub_calls.iter().map(|c| c.outcome).collect();
+    assert_eq!(outcomes, [CallOutcome::Resolved, CallOutcome::Rejected]);
+}
