@@ -473,14 +473,17 @@ impl WasmCodeRuntime {
         if let Some(completion) = completion {
             completion.restore_position(&mut result);
         }
-        if inner.guest == Guest::JavaScript {
-            explain::explain(
-                &request.program,
-                namespaces,
-                &mut result,
-                budgets.max_output_bytes,
-            )
-            .await;
+        match inner.guest {
+            Guest::JavaScript => {
+                explain::explain(
+                    &request.program,
+                    namespaces,
+                    &mut result,
+                    budgets.max_output_bytes,
+                )
+                .await;
+            }
+            Guest::Python => python_hint(&request.program, &mut result),
         }
         Ok(result)
     }
@@ -563,6 +566,7 @@ impl WasmCodeRuntime {
         // The record keeps the program as written; its completion is found again the same way,
         // when there is a position to move back.
         if inner.guest == Guest::Python {
+            python_hint(&program, &mut result);
             return Ok(result);
         }
         if result.error.as_ref().is_some_and(|e| e.line.is_some()) {
@@ -579,6 +583,19 @@ impl WasmCodeRuntime {
         }
         explain::explain(&program, namespaces, &mut result, budgets.max_output_bytes).await;
         Ok(result)
+    }
+}
+
+/// A Python program that returned nothing and ends by assigning a name gets the hint a
+/// TypeScript program ending in a declaration gets.
+fn python_hint(program: &str, result: &mut RunResult) {
+    if result.error.is_some() || result.value.is_some() || result.paused.is_some() {
+        return;
+    }
+    if let Some((line, name)) = preflight::python_assigned_last(program) {
+        result.hint = Some(format!(
+            "hint: the program returned nothing; its last statement (line {line}) assigns `{name}`: end with `{name}` (or `return {name}`) to return it"
+        ));
     }
 }
 

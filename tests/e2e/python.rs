@@ -503,3 +503,17 @@ except ToolCallError as e:
     let outcomes: Vec<_> = report.sub_calls.iter().map(|c| c.outcome).collect();
     assert_eq!(outcomes, [CallOutcome::Resolved, CallOutcome::Rejected]);
 }
+
+#[tokio::test]
+async fn a_program_that_ends_by_assigning_gets_the_hint_to_end_with_the_name() {
+    let cm = python_with_tools();
+    let outcome = run(&cm, "r = await tools.echo({'n': 1})\ntotal = r['n'] + 1\n").await;
+    let ran = outcome.run.as_ref().expect("the program ran");
+    assert_eq!(outcome.value(), None);
+    assert_eq!(
+        ran.hint.as_deref(),
+        Some("hint: the program returned nothing; its last statement (line 2) assigns `total`: end with `total` (or `return total`) to return it")
+    );
+    let outcome = run(&cm, "total = 2\nprint(total)").await;
+    assert_eq!(outcome.run.and_then(|r| r.hint), None);
+}

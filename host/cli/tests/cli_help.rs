@@ -67,7 +67,8 @@ fn help_texts_match_their_snapshots() {
 }
 
 /// Options of cargo that the docs name beside `codemode` (how to build it with a feature, say).
-const CARGO_OPTIONS: [&str; 7] = [
+const CARGO_OPTIONS: [&str; 8] = [
+    "--ignore-rust-version",
     "--features",
     "--bench",
     "--release",

@@ -11,7 +11,7 @@ mod arguments;
 mod calls;
 mod python;
 
-pub use python::check as check_python;
+pub use python::{assigned_last as python_assigned_last, check as check_python};
 
 use std::collections::BTreeMap;
 

@@ -63,6 +63,68 @@ pub fn check(program: &str, namespaces: &[Namespace]) -> Vec<Problem> {
     problems
 }
 
+/// The name the program's last top-level statement assigns, and its line, when that statement
+/// is an assignment (`total = …`, `total += …`, `total: int = …`): a program that ends so
+/// returns nothing, though it most likely meant to return that name.
+pub fn assigned_last(program: &str) -> Option<(u32, String)> {
+    let tokens = tokenize(program);
+    let mut depth = 0usize;
+    let mut last: Option<usize> = None;
+    for (i, token) in tokens.iter().enumerate() {
+        if depth == 0 {
+            let line_start = program[..token.start].rfind('\n').map_or(0, |n| n + 1);
+            let at_line_start = line_start == token.start && !continued(program, line_start);
+            let after_semicolon = i > 0
+                && tokens[i - 1].token == Token::Op(";")
+                && last.is_some_and(|l| starts_at_column_0(program, &tokens, l));
+            if at_line_start || after_semicolon {
+                last = Some(i);
+            }
+        }
+        match token.token {
+            Token::Op("(") | Token::Op("[") | Token::Op("{") => depth += 1,
+            Token::Op(")") | Token::Op("]") | Token::Op("}") => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    let i = last?;
+    let Token::Name(name) = tokens[i].token else {
+        return None;
+    };
+    let op = |k: usize| match tokens.get(i + k).map(|t| &t.token) {
+        Some(Token::Op(op)) => Some(*op),
+        _ => None,
+    };
+    let assigns = match (op(1), op(2)) {
+        (Some("="), next) => next != Some("="),
+        (Some(":"), _) => true,
+        (Some("+" | "-" | "*" | "/" | "%" | "&" | "|" | "^" | "@" | "**"), Some("=")) => true,
+        _ => false,
+    };
+    if !assigns || KEYWORDS.contains(&name) {
+        return None;
+    }
+    let (line, _) = position(program, tokens[i].start);
+    Some((line, name.to_owned()))
+}
+
+/// Words that begin a statement other than an assignment.
+const KEYWORDS: &[&str] = &[
+    "if", "elif", "else", "for", "while", "with", "try", "except", "finally", "def", "class",
+    "return", "lambda", "match", "case", "async", "await", "import", "from", "global", "nonlocal",
+    "del", "pass", "raise", "assert",
+];
+
+/// Whether the line before the one at `line_start` ends in a backslash, continuing onto it.
+fn continued(program: &str, line_start: usize) -> bool {
+    line_start >= 2 && program[..line_start - 1].ends_with('\\')
+}
+
+fn starts_at_column_0(program: &str, tokens: &[Spanned<'_>], i: usize) -> bool {
+    let start = tokens[i].start;
+    start == 0 || program.as_bytes().get(start - 1) == Some(&b'\n')
+}
+
 /// Whether every use of `global` is a member access (`global.x`, `global[...]`).
 fn trusted(tokens: &[Spanned<'_>], global: &str) -> bool {
     tokens.iter().enumerate().all(|(i, t)| {
@@ -783,6 +845,36 @@ mod tests {
             "t = tools\nawait tools.nope({})",
         ] {
             assert_eq!(messages(program), Vec::<String>::new(), "{program}");
+        }
+    }
+
+    #[test]
+    fn a_last_top_level_assignment_is_found() {
+        assert_eq!(
+            assigned_last("x = 1\ntotal = x + 1\n"),
+            Some((2, "total".into()))
+        );
+        assert_eq!(assigned_last("t = 0\nt += 5"), Some((2, "t".into())));
+        assert_eq!(
+            assigned_last("n: int = 3\n# done\n\n"),
+            Some((1, "n".into()))
+        );
+        assert_eq!(
+            assigned_last("rows = [\n    1,\n    2,\n]\n"),
+            Some((1, "rows".into()))
+        );
+        assert_eq!(assigned_last("a = 1; b = 2"), Some((1, "b".into())));
+        for program in [
+            "x = 1\nx",
+            "x = 1\nprint(x)",
+            "x = 1\nx == 2",
+            "for i in range(3):\n    total = i",
+            "def f():\n    y = 1",
+            "x = 1\nreturn x",
+            "",
+            "s = '''\ny = 2\n'''\ns",
+        ] {
+            assert_eq!(assigned_last(program), None, "{program}");
         }
     }
 
