@@ -56,6 +56,22 @@ impl Guest {
         }
     }
 
+    /// The guest whose module has this SHA-256 (a paused run's record names it), if either.
+    pub fn of_module(sha256: &str) -> Option<Guest> {
+        [Guest::JavaScript, Guest::Python]
+            .into_iter()
+            .find(|guest| guest.sha256() == sha256)
+    }
+
+    /// The program the pre-initialised guest runs to find its warm functions
+    /// (`crate::preinit::warm`).
+    fn profile(self) -> &'static str {
+        match self {
+            Guest::JavaScript => crate::preinit::warm::PROGRAM,
+            Guest::Python => crate::preinit::warm::PYTHON_PROGRAM,
+        }
+    }
+
     fn index(self) -> usize {
         match self {
             Guest::JavaScript => 0,
@@ -506,7 +522,8 @@ fn load_module(
     }
     // Pre-initialise (Boa realm and prelude built once, captured in the module's memory). If
     // that fails the plain module still works: every run then builds its own context.
-    let prepared = match crate::preinit::preinitialize(engine, guest, interruption) {
+    let prepared = match crate::preinit::preinitialize(engine, bytes, guest.profile(), interruption)
+    {
         Ok(prepared) => prepared,
         Err(error) => {
             tracing::warn!("guest pre-initialisation failed, runs will be slower: {error}");

@@ -39,9 +39,9 @@ pub use codemode_typescript::{preflight, strip};
 pub use config::{BudgetError, Budgets, FUEL_PER_MS};
 pub use durable::Durability;
 pub use engine::EngineError;
-pub use engine::{cache_dir, module_from_disk_cache, on_guest_preparation};
+pub use engine::{cache_dir, module_from_disk_cache, on_guest_preparation, Guest};
 #[cfg(feature = "bench")]
-pub use engine::{Guest, GUEST_WASM, PYTHON_GUEST_WASM};
+pub use engine::{GUEST_WASM, PYTHON_GUEST_WASM};
 #[cfg(feature = "bench")]
 pub use interruption::Interruption;
 pub use preparing::{prepare, Prepared, PreparingRuntime, Readiness};

@@ -19,6 +19,7 @@ WORKLOADS = ROOT / "fixtures" / "workloads"
 # The `check` calls.py returns and what loop.py evaluates to, the same as their JavaScript twins.
 CALLS_EXPECTED = 609129731
 LOOP_EXPECTED = 8999997
+COMPUTE_EXPECTED = 899397
 
 
 def parse_runs(argv):
@@ -73,6 +74,7 @@ def main():
     runs = parse_runs(sys.argv[1:])
     calls = (WORKLOADS / "calls.py").read_text()
     loop = (WORKLOADS / "loop.py").read_text()
+    compute = (WORKLOADS / "compute.py").read_text()
     with pydantic_monty.Monty() as pool:
         fresh_run(pool, "1 + 1", 2)
         trivial = [fresh_run(pool, "1 + 1", 2)[0] * 1000 for _ in range(runs)]
@@ -84,6 +86,7 @@ def main():
         )
         calls_ms, calls_value = calls_runs[1]
         loop_ms = statistics.median(fresh_run(pool, loop, LOOP_EXPECTED)[0] for _ in range(3))
+        compute_ms = statistics.median(fresh_run(pool, compute, COMPUTE_EXPECTED)[0] for _ in range(5))
     version = metadata.version("pydantic-monty")
     report = {
         "peer": "pydantic-monty",
@@ -96,7 +99,7 @@ def main():
         "runs_per_sec": None,
         "rss_per_instance_mib": None,
         "kill_latency_ms": None,
-        "compute_ms": None,
+        "compute_ms": compute_ms,
         "calls_ms": calls_ms,
         "calls": {
             "total_ms": calls_ms,
@@ -109,7 +112,7 @@ def main():
         "its pool of worker processes (the package's own way to run one program), so a fresh run "
         "includes the round trip to the worker, and a sub-call is an external function answered "
         "in this process. It runs Python, so it runs the Python "
-        "translations of the call-heavy workload and the counting loop (`fixtures/workloads/*.py`); "
+        "translations of the compute and call-heavy workloads and the counting loop (`fixtures/workloads/*.py`); "
         "the other workloads are JavaScript-only or need host tools and are null.",
     }
     print(json.dumps(report))

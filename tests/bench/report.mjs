@@ -200,7 +200,9 @@ function pythonSection(lines, results) {
     const met = isNumber(measure) ? verdict(ok(measure)) : 'n/a';
     lines.push(`| ${label} | ${fmt(value)} | ${target} | ${isNumber(measure) ? against(measure) : 'n/a'} | ${met} |`);
   }
+  lines.push(`| compute workload, \`compute.py\` (ms) | ${fmt(py.compute_ms)} | | pydantic-monty: ${fmt(monty.compute_ms)} ms | |`);
   lines.push(`| call-heavy workload, \`calls.py\` (ms) | ${fmt(py.calls_ms)} | | pydantic-monty: ${fmt(monty.calls_ms)} ms | |`);
+  lines.push(`| data workload, \`data.py\` (ms) | ${fmt(py.data?.total_ms)} | | | |`);
 }
 
 function render(results) {

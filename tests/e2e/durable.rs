@@ -535,21 +535,17 @@ await slept
         json!([{"callId": "2", "tool": "echo", "arguments": {"question": "ship it?"}}])
     );
 
-    // The TypeScript runtime says which runtime resumes it, and leaves it resumable.
-    let (code, _, stderr) = cli(&["resume", &run_id, "--reply", "2=1"], &dir);
+    // A TypeScript runtime says which runtime resumes it, and leaves it resumable.
+    let (code, _, stderr) = cli(
+        &["resume", &run_id, "--lang", "typescript", "--reply", "2=1"],
+        &dir,
+    );
     assert_eq!(code, Some(2));
     assert!(stderr.contains("--lang python"), "{stderr}");
 
+    // Without --lang, the record says which guest paused the run.
     let (code, second, stderr) = cli(
-        &[
-            "resume",
-            &run_id,
-            "--lang",
-            "python",
-            "--reply",
-            r#"2={"yes":true}"#,
-            "--json",
-        ],
+        &["resume", &run_id, "--reply", r#"2={"yes":true}"#, "--json"],
         &dir,
     );
     assert_eq!(code, Some(3), "paused again on the second echo: {stderr}");

@@ -436,6 +436,34 @@ impl Durability {
         }
     }
 
+    /// The guest build that paused run `run_id`: its record's `guest`, the SHA-256 of the
+    /// guest module, read from the authenticated record without claiming the run, so that a
+    /// front end with several guests can pick the one that resumes it. Refusals are worded as
+    /// [`Durability::load`] words them; `load` still checks everything when the run resumes.
+    pub async fn guest_of(&self, run_id: &str) -> Result<String, String> {
+        if !key::is_run_id(run_id) {
+            return Err(format!(
+                "\"{}\" is not a run id (32 hex digits, as a pause reports)",
+                run_id.escape_debug()
+            ));
+        }
+        self.refuse_if_claimed(run_id).await?;
+        let found = self
+            .store
+            .get(run_id, MAX_RECORD_BYTES)
+            .await
+            .map_err(|e| e.to_string())?;
+        let Some(bytes) = found else {
+            return Err(format!(
+                "no paused run {run_id} in {}",
+                self.store.describe()
+            ));
+        };
+        let (header, _) = record::decode(&bytes, self.key.bytes())
+            .map_err(|why| format!("the record of run {run_id} is refused: {why}"))?;
+        Ok(header.guest)
+    }
+
     /// Reads and checks run `run_id`'s record: not yet resumed, within the size cap,
     /// authentic, from this build, within bounds. Returns its header and its memory runs,
     /// decompressed.

@@ -2,7 +2,7 @@
 //! in the module that every run then instantiates. The same instance then profiles which
 //! functions a run calls through the table ([`warm`]).
 
-mod warm;
+pub(crate) mod warm;
 
 use crate::config::Budgets;
 use crate::interruption::Interruption;
@@ -61,10 +61,10 @@ pub(crate) struct Prepared {
 /// functions a profile program then called through the table in that instance ([`warm`]).
 pub(crate) fn preinitialize(
     engine: &wasmtime::Engine,
-    guest: crate::engine::Guest,
+    wasm: &[u8],
+    profile: &str,
     interruption: Interruption,
 ) -> Result<Prepared, String> {
-    let wasm = guest.wasm();
     let mut wizer = wasmtime_wizer::Wizer::new();
     wizer.init_func("cm_init");
     let (cx, instrumented) = wizer.instrument(wasm).map_err(|e| format!("{e:#}"))?;
@@ -119,7 +119,7 @@ pub(crate) fn preinitialize(
     // The same pipeline makes the mutable globals reachable, for pausing runs.
     let wasm = codemode_rewrite::globals::export_mutable_globals(&snapshot)?;
     let warm = if profiling {
-        warm::profile(&mut store, instance, &notes, &wasm, guest)
+        warm::profile(&mut store, instance, &notes, &wasm, profile)
     } else {
         Vec::new()
     };

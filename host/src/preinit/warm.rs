@@ -32,7 +32,7 @@ use crate::store::RunState;
 /// call is refused at once, and the profile answers the first with [`FIRST_REPLY`] instead.
 /// The compiled module depends on this text: a change to it wants a new
 /// `meter::instrument::VERSION`, so that cached modules are compiled again.
-const PROGRAM: &str = r#"const point = { x: 1, y: 2 };
+pub(crate) const PROGRAM: &str = r#"const point = { x: 1, y: 2 };
 console.log("point", point);
 const echoed = await tools.echo({ greeting: `hello ${point.x}` });
 let failed;
@@ -45,7 +45,7 @@ const settled = await Promise.allSettled([tools.sleep({ ms: 1 }), tools.sleep({ 
 return { echoed, failed, settled: settled.length, doubled: [1, 2, 3].map((n) => n * 2) };"#;
 
 /// [`PROGRAM`] for the Python guest: the same shapes, in Python.
-const PYTHON_PROGRAM: &str = r#"import asyncio
+pub(crate) const PYTHON_PROGRAM: &str = r#"import asyncio
 point = {"x": 1, "y": 2}
 print("point", point)
 echoed = await tools.echo({"greeting": f"hello {point['x']}"})
@@ -104,7 +104,7 @@ pub(super) fn profile(
     instance: Instance,
     notes: &Notes,
     snapshot: &[u8],
-    guest: crate::engine::Guest,
+    program: &str,
 ) -> Vec<u32> {
     // What `cm_init` called is done once, not by a run.
     notes.take();
@@ -112,10 +112,6 @@ pub(super) fn profile(
         global: "tools",
         names: vec!["echo", "sleep"],
         error_class: Some(("ToolCallError", "toolName")),
-    };
-    let program = match guest {
-        crate::engine::Guest::JavaScript => PROGRAM,
-        crate::engine::Guest::Python => PYTHON_PROGRAM,
     };
     store.data_mut().boot = wire::Boot {
         program,

@@ -3,6 +3,7 @@
 
 use codemode_runtime::code::{Reply, Resume};
 use codemode_runtime::json;
+use codemode_sdk_gen::Language;
 
 use super::run::{run_job, Job};
 use super::session::Pausing;
@@ -48,6 +49,17 @@ pub async fn resume(args: ResumeArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let mut args = args;
+    if args.budget.lang.is_none() {
+        // The record says which guest paused the run; a refusal is reported by the resume.
+        if let Ok(sha256) = pausing.durability.guest_of(&args.run_id).await {
+            args.budget.lang = match codemode_host::Guest::of_module(&sha256) {
+                Some(codemode_host::Guest::Python) => Some(Language::Python),
+                Some(codemode_host::Guest::JavaScript) => Some(Language::TypeScript),
+                None => None,
+            };
+        }
+    }
     let job = Job {
         // The record carries the program; run_code's own text is unused for a resume.
         program: String::new(),

@@ -108,7 +108,7 @@ fn printable(text: &str) -> std::borrow::Cow<'_, str> {
         .into()
 }
 
-fn print_human(run: &CodeRun, value: Option<&Value>, program: &str, language: Language) {
+fn print_human(run: &CodeRun, value: Option<&Value>, program: &str) {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for line in &run.logs {
@@ -139,13 +139,8 @@ fn print_human(run: &CodeRun, value: Option<&Value>, program: &str, language: La
             );
         }
         let first = paused.pending.first().map_or("1", |c| c.call_id.as_str());
-        // A Python run resumes in the Python guest.
-        let lang = match language {
-            Language::Python => " --lang python",
-            Language::TypeScript => "",
-        };
         eprintln!(
-            "continue it with: codemode resume {}{lang} --reply {first}=<JSON> (or --reject {first}=<message>)",
+            "continue it with: codemode resume {} --reply {first}=<JSON> (or --reject {first}=<message>)",
             paused.run_id
         );
     }
@@ -311,7 +306,7 @@ pub(super) async fn run_job(
         write_json_document(run, value, &mut text);
         println!("{text}");
     } else {
-        print_human(run, value, &program, budget.language());
+        print_human(run, value, &program);
     }
     let code = if run.failure.is_some() {
         EXIT_PROGRAM_FAILED

@@ -244,8 +244,10 @@ struct Programs {
     hold: &'static str,
     /// 20 sequential `bash true` calls.
     bash: &'static str,
-    compute: Option<&'static Workload>,
+    compute: &'static Workload,
     call_heavy: &'static Workload,
+    /// The data workload, which reads [`data_text`] through `tools.read_file`.
+    data: &'static str,
     counting: &'static Workload,
 }
 
@@ -258,8 +260,9 @@ const TYPESCRIPT: Programs = Programs {
     spin: "for (;;) {}",
     hold: "await tools.hold({}); return 1;",
     bash: "for (let i = 0; i < 20; i++) await tools.bash({ command: 'true', description: 'Nothing' });",
-    compute: Some(&COMPUTE),
+    compute: &COMPUTE,
     call_heavy: &CALLS,
+    data: DATA_PROGRAM,
     counting: &LOOP,
 };
 
@@ -275,9 +278,19 @@ const PYTHON: Programs = Programs {
     hold: "await tools.hold({})\n1",
     bash:
         "for i in range(20):\n    await tools.bash({'command': 'true', 'description': 'Nothing'})",
-    compute: None,
+    compute: &COMPUTE_PY,
     call_heavy: &CALLS_PY,
+    data: include_str!("../../../../../fixtures/workloads/data.py"),
     counting: &LOOP_PY,
+};
+
+/// `fixtures/workloads/compute.js` in Python (`compute.py`).
+const COMPUTE_PY: Workload = Workload {
+    name: "compute (Python)",
+    program: include_str!("../../../../../fixtures/workloads/compute.py"),
+    check_at: "",
+    result: 899_397.0,
+    samples: 5,
 };
 
 /// `fixtures/workloads/calls.js` in Python (`calls.py`), for the Python guest and pydantic-monty.
@@ -396,7 +409,7 @@ async fn interruption_study(compute: bool) -> Result<(Value, Value), String> {
             if compute {
                 computes.push(workload_once(rt, &COMPUTE).await?.0);
             }
-            datas.push(data_once(rt, &text).await?.0);
+            datas.push(data_once(rt, DATA_PROGRAM, &text).await?.0);
         }
     }
     let (mut computes, mut datas) = (serde_json::Map::new(), serde_json::Map::new());
@@ -485,6 +498,7 @@ fn data_text(rows: u64) -> String {
 /// it burned (under a scheme without fuel, 0).
 async fn data_once(
     rt: &WasmCodeRuntime,
+    program: &str,
     text: &Arc<String>,
 ) -> Result<(Duration, Value, u64), String> {
     let read_file: BindingFn = {
@@ -497,7 +511,7 @@ async fn data_once(
     let namespace = tools_namespace([("read_file".to_owned(), read_file)].into());
     let started = Instant::now();
     let (result, metrics) = rt
-        .run_measured(request(DATA_PROGRAM, vec![namespace]))
+        .run_measured(request(program, vec![namespace]))
         .await
         .map_err(|e| e.to_string())?;
     let total = started.elapsed();
@@ -509,11 +523,11 @@ async fn data_once(
 }
 
 /// The data workload, three runs: the median run's total and phases, and what it computed.
-async fn data_workload(rt: &WasmCodeRuntime) -> Result<Value, String> {
+async fn data_workload(rt: &WasmCodeRuntime, program: &str) -> Result<Value, String> {
     let text = Arc::new(data_text(DATA_ROWS));
     let mut outcomes = Vec::new();
     for _ in 0..3 {
-        outcomes.push(data_once(rt, &text).await?);
+        outcomes.push(data_once(rt, program, &text).await?);
     }
     outcomes.sort_by_key(|(total, _, _)| *total);
     let (total, value, fuel) = &outcomes[1];
@@ -533,15 +547,10 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     };
     let rt =
         WasmCodeRuntime::for_language(p.language, Budgets::default()).map_err(|e| e.to_string())?;
-    if args.data_only && p.language == Language::Python {
-        return Err(
-            "the data workload has no Python version yet; --data-only measures TypeScript".into(),
-        );
-    }
     if args.data_only {
-        measured(&rt, "return 1", vec![]).await?;
-        let data = data_workload(&rt).await?;
-        let interruption_data = if args.interruption {
+        measured(&rt, p.trivial, vec![]).await?;
+        let data = data_workload(&rt, p.data).await?;
+        let interruption_data = if args.interruption && p.language == Language::TypeScript {
             interruption_study(false).await?.1
         } else {
             Value::Null
@@ -594,13 +603,8 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let parallel = measured(&rt, p.parallel, tools()).await?.total;
 
     // The compute-heavy workload every peer runs too (fixtures/workloads/compute.js).
-    let compute = match p.compute {
-        Some(workload) => Some(workload_median(&rt, workload).await?),
-        None => None,
-    };
-    let fuel_per_ms = compute
-        .as_ref()
-        .map(|(time, fuel, _)| *fuel as f64 / ms(*time).max(1e-9));
+    let (compute, compute_fuel, _) = workload_median(&rt, p.compute).await?;
+    let fuel_per_ms = compute_fuel as f64 / ms(compute).max(1e-9);
     let (call_heavy, call_heavy_fuel, call_heavy_value) =
         workload_median(&rt, p.call_heavy).await?;
     let (counting, counting_fuel, _) = workload_median(&rt, p.counting).await?;
@@ -705,11 +709,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     } else {
         Value::Null
     };
-    let data = if typescript {
-        data_workload(&rt).await?
-    } else {
-        Value::Null
-    };
+    let data = data_workload(&rt, p.data).await?;
     let (interruption, interruption_data) = if args.interruption && typescript {
         interruption_study(true).await?
     } else {
@@ -745,7 +745,7 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "fuel_per_ms": fuel_per_ms,
         "durable": durable,
         "data": data,
-        "compute_ms": compute.as_ref().map(|(time, _, _)| ms(*time)),
+        "compute_ms": ms(compute),
         "calls_ms": ms(call_heavy),
         "calls": {
             "total_ms": ms(call_heavy),
