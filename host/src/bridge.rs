@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use codemode_runtime::code::{FailureKind, RunFailure};
+use codemode_runtime::code::{FailureCause, FailureKind, RunFailure};
 use codemode_runtime::json;
 use codemode_runtime::ledger::LogAdmission;
 use wasmtime::{Caller, Linker, Memory};
@@ -188,7 +188,8 @@ fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> was
         let failure = RunFailure::new(
             FailureKind::Exception,
             format!("the program made more than {MAX_CALLS_PER_RUN} tool calls in one run"),
-        );
+        )
+        .with_cause(FailureCause::Calls);
         caller.data_mut().settle(Outcome::Failure(failure));
         return Err(wasmtime::Error::new(Stop::Settled));
     }
@@ -219,6 +220,13 @@ fn on_call(mut caller: Caller<'_, RunState>, id: u32, ptr: u32, len: u32) -> was
     };
     if call.global.len() > MAX_NAME_BYTES || call.name.len() > MAX_NAME_BYTES {
         return Ok(CALL_IGNORED);
+    }
+    // Past a cap the run ends here, as the program made the call: what ran is its record.
+    if let Some(message) = state.call_cap_reached(call.name) {
+        let failure =
+            RunFailure::new(FailureKind::Exception, message).with_cause(FailureCause::Calls);
+        state.settle(Outcome::Failure(failure));
+        return Err(wasmtime::Error::new(Stop::Settled));
     }
     let too_much = "too much argument data in flight: wait for earlier calls before starting more";
     let Some(binding) = state.binding(call.global, call.name) else {

@@ -467,6 +467,7 @@ impl WasmCodeRuntime {
             request.held,
             control,
             keeping,
+            request.call_caps,
             metrics,
         )
         .await;
@@ -560,6 +561,7 @@ impl WasmCodeRuntime {
             request.held,
             control,
             Some(keeping),
+            request.call_caps,
             metrics,
         )
         .await;

@@ -97,6 +97,19 @@ pub struct RunRequest {
     /// `run_code` scheduler) charges them here too, so that they count against the same
     /// budget. One account per run; `None`: the runtime keeps its own.
     pub held: Option<Arc<crate::held::HeldMemory>>,
+    /// Caps on the calls the program may make; past one the run stops as an `exception` with
+    /// [`FailureCause::Calls`], and the calls it made are its record. Empty: only the runtime's
+    /// own ceiling.
+    pub call_caps: CallCaps,
+}
+
+/// Caps on the calls one run may make ([`RunRequest::call_caps`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallCaps {
+    /// Most calls in all; `None`: the runtime's ceiling.
+    pub total: Option<u64>,
+    /// Most calls of each binding function, by its name (in any namespace).
+    pub per_function: BTreeMap<String, u64>,
 }
 
 /// What a runtime checks a program against before running it: every statically known call of
@@ -341,6 +354,9 @@ pub enum FailureCause {
     /// An `exception` found before the program ran: its tool calls cannot succeed (see
     /// [`Preflight`]); nothing ran.
     Preflight,
+    /// An `exception` ending a run that reached a cap on its calls ([`CallCaps`], or the
+    /// runtime's ceiling).
+    Calls,
 }
 
 impl FailureCause {
@@ -353,6 +369,7 @@ impl FailureCause {
             Self::Stack => "stack",
             Self::Trap => "trap",
             Self::Preflight => "preflight",
+            Self::Calls => "calls",
         }
     }
 }

@@ -17,6 +17,7 @@ use codemode_runtime::tools::{
 };
 use serde_json::{json, Value};
 
+mod caps;
 mod scheduling;
 mod typed;
 

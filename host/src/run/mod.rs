@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use codemode_runtime::code::{
-    BindingNamespace, BindingRef, FailureCause, FailureKind, RunFailure, RunResult,
+    BindingNamespace, BindingRef, CallCaps, FailureCause, FailureKind, RunFailure, RunResult,
 };
 use codemode_runtime::held::HeldMemory;
 use codemode_runtime::json;
@@ -117,6 +117,7 @@ pub(crate) async fn execute(
     held: Option<Arc<HeldMemory>>,
     control: AbortSignal,
     keeping: Option<Keeping<'_>>,
+    call_caps: CallCaps,
     metrics: &mut RunMetrics,
 ) -> RunResult {
     let now = Instant::now();
@@ -155,6 +156,7 @@ pub(crate) async fn execute(
         }
     };
     let mut state = RunState::new(budgets, boot, bindings, control, started);
+    state.call_caps = call_caps;
     if let Some(held) = held {
         state.share_held(held);
     }

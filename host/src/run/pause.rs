@@ -220,6 +220,7 @@ impl RunState {
         let now = Instant::now();
         self.next_call_id = host.next_call_id;
         self.calls = host.calls.clone();
+        self.recount_calls();
         self.ledger = host.ledger.clone();
         self.logs = host.logs.clone();
         self.pause_on.extend(host.pause_on.iter().cloned());

@@ -9,7 +9,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use codemode_runtime::code::{
-    BindingFn, BindingNamespace, BindingRef, CallOutcome, CallRecord, FailureKind, RunFailure,
+    BindingFn, BindingNamespace, BindingRef, CallCaps, CallOutcome, CallRecord, FailureKind,
+    RunFailure,
 };
 use codemode_runtime::held::{answer_bytes, HeldMemory};
 use codemode_runtime::json;
@@ -282,6 +283,9 @@ pub struct RunState {
     pub(crate) timers: BTreeSet<(Instant, u32)>,
     pub(crate) timer_deadlines: HashMap<u32, Instant>,
     pub(crate) calls: Vec<CallRecord>,
+    /// The run's caps on its calls, and its calls so far by name (as the record names them).
+    pub(crate) call_caps: CallCaps,
+    calls_by_name: HashMap<String, u64>,
     /// Fires when the run settles, telling running bindings to stop.
     pub(crate) call_controller: AbortController,
     pub(crate) limiter: MemoryLimiter,
@@ -335,6 +339,8 @@ impl RunState {
             timers: BTreeSet::new(),
             timer_deadlines: HashMap::new(),
             calls: Vec::new(),
+            call_caps: CallCaps::default(),
+            calls_by_name: HashMap::new(),
             watch: Watch {
                 settled: call_controller.signal(),
                 control,
@@ -431,8 +437,41 @@ impl RunState {
         self.calls.len()
     }
 
+    /// Why one more call of `name` would pass a cap on the run's calls, if it would.
+    pub(crate) fn call_cap_reached(&self, name: &str) -> Option<String> {
+        let made = self.calls.len() as u64;
+        if let Some(total) = self.call_caps.total {
+            if made >= total {
+                return Some(format!(
+                    "the program reached its cap of {total} tool calls in one run; the calls it made are listed in its record"
+                ));
+            }
+        }
+        let cap = *self.call_caps.per_function.get(name)?;
+        let of_name = self
+            .calls_by_name
+            .get(&record_name(name))
+            .copied()
+            .unwrap_or(0);
+        (of_name >= cap).then(|| {
+            format!(
+                "the program reached its cap of {cap} calls of {} in one run; the calls it made are listed in its record",
+                record_name(name)
+            )
+        })
+    }
+
+    /// Counts the calls of each name again from the record (after a restore).
+    pub(crate) fn recount_calls(&mut self) {
+        self.calls_by_name.clear();
+        for call in &self.calls {
+            *self.calls_by_name.entry(call.name.clone()).or_insert(0) += 1;
+        }
+    }
+
     fn open_call(&mut self, id: u32, global: &str, name: &str, argument_bytes: usize) {
         let slot = self.calls.len();
+        *self.calls_by_name.entry(record_name(name)).or_insert(0) += 1;
         self.calls.push(CallRecord {
             global: record_name(global),
             name: record_name(name),

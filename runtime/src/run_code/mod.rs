@@ -91,6 +91,8 @@ pub struct RunCodeConfig {
     /// Check each program's tool calls against the tools' schemas before it runs (on by
     /// default; see [`crate::code::Preflight`]).
     pub preflight: bool,
+    /// Caps on the calls each program may make (see `RunRequest::call_caps`).
+    pub call_caps: crate::code::CallCaps,
 }
 
 /// The id of a program's `seq`th call (from 1) in the `run_code` call `parent`.
@@ -122,6 +124,7 @@ impl Default for RunCodeConfig {
             pause_on: BTreeSet::new(),
             approve_on: BTreeSet::new(),
             preflight: true,
+            call_caps: crate::code::CallCaps::default(),
         }
     }
 }
@@ -136,6 +139,7 @@ impl fmt::Debug for RunCodeConfig {
             .field("pause_on", &self.pause_on)
             .field("approve_on", &self.approve_on)
             .field("preflight", &self.preflight)
+            .field("call_caps", &self.call_caps)
             .finish()
     }
 }
@@ -156,6 +160,12 @@ impl RunCodeConfig {
     /// Sends sub-call events to `sink`.
     pub fn events(mut self, sink: Arc<dyn EventSink>) -> Self {
         self.events = Some(sink);
+        self
+    }
+
+    /// Caps the calls each program may make: in all, and per tool by name.
+    pub fn call_caps(mut self, caps: crate::code::CallCaps) -> Self {
+        self.call_caps = caps;
         self
     }
 

@@ -279,6 +279,7 @@ async fn execute(
         signal: Some(scheduler.run_signal()),
         preflight,
         held: Some(scheduler.held()),
+        call_caps: shared.config.call_caps.clone(),
     };
     // The run and its scheduler are polled together, in this call's task: sub-calls advance
     // whenever the run yields (mid-computation too), and the scheduler keeps going after the

@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use codemode_runtime::telemetry::{FUEL, OUTCOME, RUN_SPAN, SUB_CALL_SPAN, TOOL};
+use codemode_runtime::telemetry::{CAUSE, FUEL, OUTCOME, RUN_SPAN, SUB_CALL_SPAN, TOOL};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -73,7 +73,7 @@ impl Metrics {
         let runs = Family::<Labels, Counter>::default();
         registry.register(
             "runs",
-            "Runs by outcome (value, paused, or the failure kind)",
+            "Runs by outcome (value, paused, or the failure kind) and, for a failure that has one, cause",
             runs.clone(),
         );
         let run_seconds = Histogram::new(duration_buckets());
@@ -204,6 +204,7 @@ struct Seen {
     opened: Instant,
     tool: Option<String>,
     outcome: Option<String>,
+    cause: Option<String>,
     fuel: u64,
 }
 
@@ -212,6 +213,7 @@ impl Visit for Seen {
         match field.name() {
             OUTCOME => self.outcome = Some(value.to_owned()),
             TOOL => self.tool = Some(value.to_owned()),
+            CAUSE => self.cause = Some(value.to_owned()),
             _ => {}
         }
     }
@@ -224,7 +226,7 @@ impl Visit for Seen {
 
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         // `%value` fields arrive here.
-        if matches!(field.name(), OUTCOME | TOOL) {
+        if matches!(field.name(), OUTCOME | TOOL | CAUSE) {
             self.record_str(field, &format!("{value:?}"));
         }
     }
@@ -248,6 +250,7 @@ where
             opened: Instant::now(),
             tool: None,
             outcome: None,
+            cause: None,
             fuel: 0,
         };
         attrs.record(&mut seen);
@@ -274,10 +277,12 @@ where
         if seen.run {
             // A call refused before its program ran records no outcome.
             let outcome = seen.outcome.unwrap_or_else(|| "refused".to_owned());
-            metrics
-                .runs
-                .get_or_create(&vec![("outcome", outcome)])
-                .inc();
+            // A failure with a cause (compute, calls, preflight, …) is counted by it too.
+            let mut labels = vec![("outcome", outcome)];
+            if let Some(cause) = seen.cause {
+                labels.push(("cause", cause));
+            }
+            metrics.runs.get_or_create(&labels).inc();
             metrics.run_seconds.observe(seconds);
             metrics.fuel.inc_by(seen.fuel);
         } else {
@@ -293,5 +298,49 @@ where
                 .get_or_create(&vec![("tool", tool)])
                 .observe(seconds);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use codemode_runtime::code::{FailureCause, FailureKind, RunFailure, RunResult};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    /// A failed run is counted by its kind and, where it has one, its cause.
+    #[test]
+    fn runs_are_counted_by_outcome_and_cause() {
+        let metrics = Metrics::new();
+        let subscriber = tracing_subscriber::registry().with(metrics.layer());
+        tracing::subscriber::with_default(subscriber, || {
+            let result = |error| RunResult {
+                value: None,
+                logs: Vec::new(),
+                error,
+                calls: Vec::new(),
+                hint: None,
+                paused: None,
+                compute_fuel: None,
+            };
+            let capped = result(Some(
+                RunFailure::new(FailureKind::Exception, "the program reached its cap")
+                    .with_cause(FailureCause::Calls),
+            ));
+            let span = codemode_runtime::telemetry::run_span("call-1");
+            codemode_runtime::telemetry::record_run(&span, &capped, 3);
+            drop(span);
+            let span = codemode_runtime::telemetry::run_span("call-2");
+            codemode_runtime::telemetry::record_run(&span, &result(None), 0);
+            drop(span);
+        });
+        let text = metrics.render();
+        assert!(
+            text.contains(r#"codemode_runs_total{outcome="exception",cause="calls"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"codemode_runs_total{outcome="value"} 1"#),
+            "{text}"
+        );
     }
 }

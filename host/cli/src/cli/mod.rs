@@ -164,6 +164,14 @@ pub struct BudgetArgs {
     /// before anything runs, with every such call and its line.
     #[arg(long)]
     pub no_preflight: bool,
+    /// Most tool calls one program may make. Past it the run stops as an `exception` with cause
+    /// `calls`; the calls it made are in its record. Default: the sandbox's ceiling, 100000.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_calls: Option<u64>,
+    /// Most calls of one tool a program may make, as NAME=N (repeatable); past it the run
+    /// stops as with --max-calls.
+    #[arg(long, value_name = "NAME=N", value_parser = parse_tool_cap)]
+    pub max_calls_per_tool: Vec<(String, u64)>,
     /// Language of the programs: typescript, or python (Monty, in its own sandboxed guest).
     /// `codemode run` takes python for a file named `*.py`.
     #[arg(long, value_enum)]
@@ -171,6 +179,14 @@ pub struct BudgetArgs {
 }
 
 impl BudgetArgs {
+    /// The caps --max-calls and --max-calls-per-tool set.
+    pub fn call_caps(&self) -> codemode_runtime::code::CallCaps {
+        codemode_runtime::code::CallCaps {
+            total: self.max_calls,
+            per_function: self.max_calls_per_tool.iter().cloned().collect(),
+        }
+    }
+
     /// The language programs are written in (--lang; TypeScript by default).
     pub fn language(&self) -> Language {
         self.lang.unwrap_or(Language::TypeScript)
@@ -195,6 +211,20 @@ impl BudgetArgs {
                 .max(self.memory_mb)
         })
     }
+}
+
+/// `NAME=N` of --max-calls-per-tool.
+fn parse_tool_cap(text: &str) -> Result<(String, u64), String> {
+    let (name, cap) = text
+        .rsplit_once('=')
+        .filter(|(name, _)| !name.is_empty())
+        .ok_or_else(|| format!("expected NAME=N, got {text:?}"))?;
+    let cap: u64 = cap
+        .parse()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| format!("expected a count of at least 1 after {name}=, got {cap:?}"))?;
+    Ok((name.to_owned(), cap))
 }
 
 /// The machine's memory in MiB (`MemTotal`), where the system says.

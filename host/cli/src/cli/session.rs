@@ -277,7 +277,27 @@ impl ToolSession {
     ) -> Result<(), String> {
         let mut config = RunCodeConfig::default()
             .max_parallel_sub_calls(budget.max_parallel as usize)
-            .preflight(!budget.no_preflight);
+            .preflight(!budget.no_preflight)
+            .call_caps(budget.call_caps());
+        if !budget.max_calls_per_tool.is_empty() {
+            let known: Vec<String> = self
+                .registry
+                .definitions(Some(&self.agent))
+                .iter()
+                .map(|d| d.name().to_owned())
+                .filter(|name| name != RUN_CODE_NAME)
+                .collect();
+            if let Some((name, _)) = budget
+                .max_calls_per_tool
+                .iter()
+                .find(|(n, _)| !known.contains(n))
+            {
+                return Err(format!(
+                    "codemode: --max-calls-per-tool names unknown tool \"{name}\"; known tools: {}",
+                    known.join(", ")
+                ));
+            }
+        }
         if let Some(pausing) = pausing {
             let known: Vec<String> = self
                 .registry
