@@ -50,6 +50,50 @@ fn the_example_program_runs_with_the_built_in_tools() {
 }
 
 #[test]
+fn verbose_says_on_stderr_as_each_call_starts_and_settles() {
+    let out = Command::new(binary())
+        .args(["run", "--verbose", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("piped")
+                .write_all(b"await tools.echo({ a: 1 });\ntry { await tools.fail({ message: 'x' }); } catch {}\nreturn 1;")?;
+            child.wait_with_output()
+        })
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("codemode: call "))
+        .collect();
+    assert_eq!(lines.len(), 4, "{stderr}");
+    assert!(
+        lines[0].starts_with("codemode: call echo started (run:code:1)")
+            || lines[0].starts_with("codemode: call echo started ("),
+        "{stderr}"
+    );
+    assert!(
+        lines[1].starts_with("codemode: call echo resolved in "),
+        "{stderr}"
+    );
+    assert!(
+        lines[2].starts_with("codemode: call fail started ("),
+        "{stderr}"
+    );
+    assert!(
+        lines[3].starts_with("codemode: call fail rejected in "),
+        "{stderr}"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
+}
+
+#[test]
 fn the_python_example_runs_with_the_built_in_tools() {
     let program = fixtures().join("programs/hello.py");
     let out = Command::new(binary())

@@ -12,7 +12,7 @@
 
 mod discovery;
 mod input;
-pub(crate) mod progress;
+pub mod progress;
 pub mod server;
 pub mod sessions;
 mod tasks;

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use codemode_runtime::run_code::root_call_id;
+use codemode_runtime::tools::events::{EventSink, SessionEvent};
 use tokio::sync::mpsc;
 
 use super::upstream::PROGRESS_QUEUE;
@@ -42,6 +43,23 @@ pub(crate) fn listen(call_id: &str) -> (Listening, mpsc::Receiver<String>) {
 /// itself) goes, if its client listens.
 pub(crate) fn sender_for(call_id: &str) -> Option<mpsc::Sender<String>> {
     lock().get(root_call_id(call_id)).cloned()
+}
+
+/// Tells a client that asked for progress about each call its program makes, as the call
+/// starts and as it settles (tool, sub-call id, outcome), on the same route as upstream
+/// servers' progress. Install it as `run_code`'s event sink (`RunCodeConfig::events`).
+pub struct NestedCalls;
+
+impl EventSink for NestedCalls {
+    fn append(&self, event: &SessionEvent) -> std::io::Result<()> {
+        if let Some((sub_call_id, line)) = event.sub_call_progress() {
+            if let Some(route) = sender_for(sub_call_id) {
+                // A client slower than its calls misses some lines, never holds the run.
+                let _ = route.try_send(line);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Keeps a route open.

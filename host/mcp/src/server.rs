@@ -735,6 +735,15 @@ impl Session {
                 let _ = context.peer.notify_progress(param).await;
             }
         };
+        // What came in as the call ended (its last calls settling) still goes before the answer.
+        if let (Some(token), Some(messages)) = (progress, upstream.as_mut()) {
+            while let Ok(message) = messages.try_recv() {
+                let value = report(started.elapsed().as_secs_f64());
+                let param =
+                    ProgressNotificationParam::new(token.clone(), value).with_message(message);
+                let _ = context.peer.notify_progress(param).await;
+            }
+        }
         result
     }
 }

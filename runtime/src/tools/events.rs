@@ -139,6 +139,30 @@ fn serde_text<T: serde::Serialize>(value: &T) -> String {
 }
 
 impl SessionEvent {
+    /// For a program's call starting or settling: its id, and a line that says so as it
+    /// happens (`call echo started (c1:code:2)`, `call echo resolved in 3 ms (c1:code:2)`).
+    pub fn sub_call_progress(&self) -> Option<(&str, String)> {
+        match self {
+            SessionEvent::CodeDispatchStart {
+                sub_call_id, name, ..
+            } => Some((sub_call_id, format!("call {name} started ({sub_call_id})"))),
+            SessionEvent::CodeDispatch {
+                sub_call_id,
+                name,
+                is_error,
+                duration_ms,
+                ..
+            } => {
+                let outcome = if *is_error { "rejected" } else { "resolved" };
+                Some((
+                    sub_call_id,
+                    format!("call {name} {outcome} in {duration_ms} ms ({sub_call_id})"),
+                ))
+            }
+            _ => None,
+        }
+    }
+
     /// The event's `type` tag.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -318,6 +342,24 @@ fn take_serde<T: serde::de::DeserializeOwned>(
 pub trait EventSink: Send + Sync + 'static {
     /// Persists one event, in the order events are appended.
     fn append(&self, event: &SessionEvent) -> io::Result<()>;
+}
+
+/// Hands every event to each of several sinks, in order; the first error is returned once all
+/// have had it.
+pub struct Fanout(pub Vec<Arc<dyn EventSink>>);
+
+impl EventSink for Fanout {
+    fn append(&self, event: &SessionEvent) -> io::Result<()> {
+        let mut outcome = Ok(());
+        for sink in &self.0 {
+            if let Err(error) = sink.append(event) {
+                if outcome.is_ok() {
+                    outcome = Err(error);
+                }
+            }
+        }
+        outcome
+    }
 }
 
 /// Writes one event per line to any writer (a file, a buffer).

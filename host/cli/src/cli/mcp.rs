@@ -104,6 +104,10 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
     };
     // The sandbox is prepared in the background: `initialize` is answered at once, and runs
     // wait for it (their clients get progress notifications meanwhile).
+    // A client that asks for progress hears of each call its program makes.
+    session
+        .call_sinks
+        .push(Arc::new(codemode_mcp::progress::NestedCalls));
     let readiness = match session.install_run_code_preparing(
         &args.budget,
         &args.tools.ask,

@@ -374,6 +374,9 @@ pub struct SdkArgs {
 pub struct RunArgs {
     /// Program file; `-` or nothing reads standard input.
     pub file: Option<PathBuf>,
+    /// Say on stderr as each call the program makes starts and settles.
+    #[arg(long)]
+    pub verbose: bool,
     /// Print exactly one JSON object: {"logs":[…],"result":…,"calls":[…]} or
     /// {"logs":[…],"error":{…},"calls":[…]}.
     #[arg(long)]

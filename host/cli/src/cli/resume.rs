@@ -69,6 +69,7 @@ pub async fn resume(args: ResumeArgs) -> u8 {
             replies,
         }),
         json: args.json,
+        verbose: false,
     };
     run_job(job, &args.tools, &args.budget, Some(pausing)).await
 }

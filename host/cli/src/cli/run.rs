@@ -222,6 +222,7 @@ pub async fn run(mut args: RunArgs) -> u8 {
         description: description(&args),
         resume: None,
         json: args.json,
+        verbose: args.verbose,
     };
     run_job(job, &args.tools, &args.budget, pausing).await
 }
@@ -233,6 +234,20 @@ pub(super) struct Job {
     pub description: String,
     pub resume: Option<Resume>,
     pub json: bool,
+    /// Say on stderr as each call starts and settles.
+    pub verbose: bool,
+}
+
+/// `--verbose`: each call a program makes, on stderr as it starts and as it settles.
+struct CallsOnStderr;
+
+impl codemode_runtime::tools::events::EventSink for CallsOnStderr {
+    fn append(&self, event: &codemode_runtime::tools::events::SessionEvent) -> std::io::Result<()> {
+        if let Some((_, line)) = event.sub_call_progress() {
+            eprintln!("codemode: {}", printable(&line));
+        }
+        Ok(())
+    }
 }
 
 /// Runs `job` through `run_code` with the session `tools` name and prints the outcome.
@@ -250,6 +265,9 @@ pub(super) async fn run_job(
                 return EXIT_USAGE;
             }
         };
+    if job.verbose {
+        session.call_sinks.push(std::sync::Arc::new(CallsOnStderr));
+    }
     let pauses_on_ask = pausing.as_ref().is_some_and(|p| !p.approve_on.is_empty());
     let installed = if pauses_on_ask {
         session.install_run_code(budget, &tools.ask, ApprovedAtResume, pausing)

@@ -31,6 +31,9 @@ pub struct ToolSession {
     pub policy: Policy,
     /// The execution tools' runtime, with `--exec`.
     pub exec: Option<Arc<Exec>>,
+    /// Where the calls programs make are reported as they start and settle, besides
+    /// `--events` (an MCP client's progress, `run --verbose`'s stderr).
+    pub call_sinks: Vec<Arc<dyn EventSink>>,
     guards: Vec<RegistrationGuard>,
     /// The upstream servers' tools, kept in step with their lists.
     registered: mcp::Registered,
@@ -188,6 +191,7 @@ impl ToolSession {
             agent: AgentScope::root(),
             policy,
             exec,
+            call_sinks: Vec::new(),
             guards,
             registered,
             upstreams,
@@ -316,6 +320,7 @@ impl ToolSession {
                 .pause_on(pausing.pause_on)
                 .approve_on(pausing.approve_on);
         }
+        let mut sinks = std::mem::take(&mut self.call_sinks);
         if let Some(path) = &budget.events {
             let file = std::fs::OpenOptions::new()
                 .create(true)
@@ -326,7 +331,12 @@ impl ToolSession {
                 Arc::new(JsonlWriter::new(std::io::BufWriter::new(file)));
             self.guards
                 .push(events::record(&self.registry, sink.clone()));
-            config = config.events(sink);
+            sinks.push(sink);
+        }
+        match sinks.len() {
+            0 => {}
+            1 => config = config.events(sinks.remove(0)),
+            _ => config = config.events(Arc::new(events::Fanout(sinks))),
         }
         let installed = run_code::install(&self.registry, Some(runtime), config)
             .map_err(|e| format!("codemode: {e}"))?;
