@@ -63,6 +63,19 @@ impl Guest {
             .find(|guest| guest.sha256() == sha256)
     }
 
+    /// What the meter divides each region's charge by in this guest's module
+    /// (`codemode_rewrite::meter::instrument_divided`). Monty's interpreter runs its
+    /// operations through far larger regions than Boa's, and charged as Boa is, a Python
+    /// program burned 10 to 17 times the fuel per millisecond of a JavaScript one on the
+    /// benchmark workloads (`codemode bench --lang python`); divided, one compute budget means
+    /// about the same busy time in either language.
+    pub(crate) fn meter_divisor(self) -> u64 {
+        match self {
+            Guest::JavaScript => 1,
+            Guest::Python => 13,
+        }
+    }
+
     /// The program the pre-initialised guest runs to find its warm functions
     /// (`crate::preinit::warm`).
     fn profile(self) -> &'static str {
@@ -349,6 +362,7 @@ fn cache_path(engine: &Engine, interruption: Interruption, guest: Guest) -> Opti
     // The meter is in the module, not in the engine's configuration.
     if interruption.fuel() {
         codemode_rewrite::meter::VERSION.hash(&mut hasher);
+        guest.meter_divisor().hash(&mut hasher);
     }
     let key = format!(
         "{}{}-{:016x}.cwasm",
@@ -534,8 +548,12 @@ fn load_module(
         }
     };
     let wasm = if interruption.fuel() {
-        codemode_rewrite::meter::instrument(&prepared.wasm, &prepared.warm)
-            .map_err(EngineError::meter)?
+        codemode_rewrite::meter::instrument_divided(
+            &prepared.wasm,
+            &prepared.warm,
+            guest.meter_divisor(),
+        )
+        .map_err(EngineError::meter)?
     } else {
         prepared.wasm
     };

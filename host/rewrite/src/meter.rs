@@ -46,7 +46,15 @@ const WARM_EXPORT: &str = "codemode_warm_";
 /// together (see the host's `preinit::warm`); the list is a hint, and an index the module lacks is
 /// skipped. The meter does not depend on them.
 pub fn instrument(wasm: &[u8], warm: &[u32]) -> Result<Vec<u8>, String> {
-    let layout = Layout::read(wasm)?;
+    instrument_divided(wasm, warm, 1)
+}
+
+/// [`instrument`], with what each check point charges for the operators of its region divided
+/// by `divisor` (rounded up; bulk operations still pay a unit per byte). An interpreter whose
+/// dispatch regions are large (Monty's) is charged so about as much per millisecond of its
+/// work as Boa is, and one compute budget means about the same busy time in either guest.
+pub fn instrument_divided(wasm: &[u8], warm: &[u32], divisor: u64) -> Result<Vec<u8>, String> {
+    let layout = Layout::read(wasm, divisor.max(1))?;
     let functions = layout.signatures.functions();
     let warm = warm.iter().copied().filter(|&f| (f as usize) < functions);
     let mut meter = Metering {
@@ -90,7 +98,7 @@ struct Layout {
 }
 
 impl Layout {
-    fn read(wasm: &[u8]) -> Result<Self, String> {
+    fn read(wasm: &[u8], divisor: u64) -> Result<Self, String> {
         let error = |e: wasmparser::BinaryReaderError| format!("reading the module: {e}");
         wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::default())
             .validate_all(wasm)
@@ -183,7 +191,7 @@ impl Layout {
             }
         }
         let imported_functions = layout.signatures.imported_functions;
-        layout.plans = plan(&shapes, imported_functions, &entered_from_outside);
+        layout.plans = plan(&shapes, imported_functions, &entered_from_outside, divisor);
         Ok(layout)
     }
 
@@ -639,6 +647,7 @@ fn plan(
     shapes: &[Shape],
     imported_functions: u32,
     entered_from_outside: &std::collections::HashSet<u32>,
+    divisor: u64,
 ) -> Vec<Plan> {
     let n = shapes.len();
     let defined = |func: u32| defined(func, imported_functions, n);
@@ -712,7 +721,10 @@ fn plan(
         costs[i] = Some(cost);
         if !foldable {
             plans[i] = Plan {
-                charges: charges.iter().map(|&c| c.min(MAX_CHARGE)).collect(),
+                charges: charges
+                    .iter()
+                    .map(|&c| c.div_ceil(divisor).min(MAX_CHARGE))
+                    .collect(),
                 entry_checked: matches!(cost, Cost::Tested),
             };
         }
@@ -731,7 +743,24 @@ mod tests {
     use super::*;
 
     fn plans(wat: &str) -> Vec<Plan> {
-        Layout::read(&wat::parse_str(wat).unwrap()).unwrap().plans
+        Layout::read(&wat::parse_str(wat).unwrap(), 1)
+            .unwrap()
+            .plans
+    }
+
+    #[test]
+    fn a_divisor_divides_each_check_points_charge_rounding_up() {
+        let wat = r#"(module (func (export "f") (param i32) (result i32)
+            (loop (br_if 0 (i32.eqz (i32.add (local.get 0) (i32.const 1)))))
+            (local.get 0)))"#;
+        let whole = plans(wat);
+        let divided = Layout::read(&wat::parse_str(wat).unwrap(), 3)
+            .unwrap()
+            .plans;
+        assert!(!whole[0].charges.is_empty());
+        let expected: Vec<u64> = whole[0].charges.iter().map(|c| c.div_ceil(3)).collect();
+        assert_eq!(divided[0].charges, expected);
+        assert!(instrument_divided(&wat::parse_str(wat).unwrap(), &[], 3).is_ok());
     }
 
     /// The exports of `wasm`, by name, with the index each refers to.
