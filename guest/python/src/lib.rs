@@ -291,45 +291,26 @@ fn advance(run: &mut Run, mut progress: Result<RunProgress, MontyException>) -> 
             ),
             RunProgress::OsCall(call) => match &call.function_call {
                 OsFunctionCall::AsyncSleep(delay) => {
-                    let delay = *delay;
-                    run.last_id = run.last_id.saturating_add(1);
-                    let id = run.last_id;
-                    if host::start_timer(id, millis(delay)) {
-                        run.timers.insert(id, call.call_id);
-                        let future = call.call_id;
-                        call.resume(
-                            ExtFunctionResult::Future(future),
-                            PrintWriter::Callback(&mut run.logs),
-                        )
-                    } else {
-                        let error = MontyException::new(
-                            ExcType::RuntimeError,
-                            Some("too many timers are armed".to_owned()),
-                        );
-                        call.resume(
-                            ExtFunctionResult::Error(error),
-                            PrintWriter::Callback(&mut run.logs),
-                        )
-                    }
+                    let result = match arm_timer(&mut run.last_id, *delay) {
+                        Ok(timer) => {
+                            run.timers.insert(timer, call.call_id);
+                            ExtFunctionResult::Future(call.call_id)
+                        }
+                        Err(error) => ExtFunctionResult::Error(error),
+                    };
+                    call.resume(result, PrintWriter::Callback(&mut run.logs))
                 }
-                OsFunctionCall::Sleep(delay) => {
-                    let delay = *delay;
-                    run.last_id = run.last_id.saturating_add(1);
-                    let id = run.last_id;
-                    if host::start_timer(id, millis(delay)) {
+                OsFunctionCall::Sleep(delay) => match arm_timer(&mut run.last_id, *delay) {
+                    Ok(timer) => {
                         run.logs.flush();
-                        run.waiting = Some(Waiting::Sleep { timer: id, call });
+                        run.waiting = Some(Waiting::Sleep { timer, call });
                         return STATUS_WAITING;
                     }
-                    let error = MontyException::new(
-                        ExcType::RuntimeError,
-                        Some("too many timers are armed".to_owned()),
-                    );
-                    call.resume(
+                    Err(error) => call.resume(
                         ExtFunctionResult::Error(error),
                         PrintWriter::Callback(&mut run.logs),
-                    )
-                }
+                    ),
+                },
                 OsFunctionCall::Import(module) => {
                     let module = module.clone();
                     call.resume(
@@ -355,8 +336,18 @@ fn advance(run: &mut Run, mut progress: Result<RunProgress, MontyException>) -> 
     }
 }
 
-fn millis(delay: Duration) -> f64 {
-    delay.as_secs_f64() * 1000.0
+/// Arms a host timer for `delay` under the next id; the error the sleep raises when the host
+/// refuses it (too many armed).
+fn arm_timer(last_id: &mut u32, delay: Duration) -> Result<u32, MontyException> {
+    *last_id = last_id.saturating_add(1);
+    if host::start_timer(*last_id, delay.as_secs_f64() * 1000.0) {
+        Ok(*last_id)
+    } else {
+        Err(MontyException::new(
+            ExcType::RuntimeError,
+            Some("too many timers are armed".to_owned()),
+        ))
+    }
 }
 
 /// Sends one tool call; its bridge id, or the error the program gets at once.

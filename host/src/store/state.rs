@@ -283,7 +283,7 @@ pub struct RunState {
     pub(crate) timers: BTreeSet<(Instant, u32)>,
     pub(crate) timer_deadlines: HashMap<u32, Instant>,
     pub(crate) calls: Vec<CallRecord>,
-    /// The run's caps on its calls, and its calls so far by name (as the record names them).
+    /// The run's caps on its calls, and its calls so far of each capped name.
     pub(crate) call_caps: CallCaps,
     calls_by_name: HashMap<String, u64>,
     /// Fires when the run settles, telling running bindings to stop.
@@ -448,11 +448,7 @@ impl RunState {
             }
         }
         let cap = *self.call_caps.per_function.get(name)?;
-        let of_name = self
-            .calls_by_name
-            .get(&record_name(name))
-            .copied()
-            .unwrap_or(0);
+        let of_name = self.calls_by_name.get(name).copied().unwrap_or(0);
         (of_name >= cap).then(|| {
             format!(
                 "the program reached its cap of {cap} calls of {} in one run; the calls it made are listed in its record",
@@ -461,17 +457,23 @@ impl RunState {
         })
     }
 
-    /// Counts the calls of each name again from the record (after a restore).
+    /// Counts the capped calls again from the record (after a restore); a capped name longer
+    /// than a record keeps starts again from zero.
     pub(crate) fn recount_calls(&mut self) {
         self.calls_by_name.clear();
         for call in &self.calls {
-            *self.calls_by_name.entry(call.name.clone()).or_insert(0) += 1;
+            if self.call_caps.per_function.contains_key(&call.name) {
+                *self.calls_by_name.entry(call.name.clone()).or_insert(0) += 1;
+            }
         }
     }
 
     fn open_call(&mut self, id: u32, global: &str, name: &str, argument_bytes: usize) {
         let slot = self.calls.len();
-        *self.calls_by_name.entry(record_name(name)).or_insert(0) += 1;
+        // Counted only for a cap that can ask: the common run pays nothing per call.
+        if self.call_caps.per_function.contains_key(name) {
+            *self.calls_by_name.entry(name.to_owned()).or_insert(0) += 1;
+        }
         self.calls.push(CallRecord {
             global: record_name(global),
             name: record_name(name),

@@ -271,6 +271,28 @@ impl ToolSession {
         Ok(readiness)
     }
 
+    /// A usage error when `flag` names a tool the session does not have.
+    fn refuse_unknown_tools<'a>(
+        &self,
+        flag: &str,
+        mut names: impl Iterator<Item = &'a String>,
+    ) -> Result<(), String> {
+        let known: Vec<String> = self
+            .registry
+            .definitions(Some(&self.agent))
+            .iter()
+            .map(|d| d.name().to_owned())
+            .filter(|name| name != RUN_CODE_NAME)
+            .collect();
+        match names.find(|name| !known.contains(name)) {
+            Some(name) => Err(format!(
+                "codemode: {flag} names unknown tool \"{name}\"; known tools: {}",
+                known.join(", ")
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn install(
         &mut self,
         runtime: Arc<dyn codemode_runtime::code::CodeRuntime>,
@@ -283,39 +305,12 @@ impl ToolSession {
             .max_parallel_sub_calls(budget.max_parallel as usize)
             .preflight(!budget.no_preflight)
             .call_caps(budget.call_caps());
-        if !budget.max_calls_per_tool.is_empty() {
-            let known: Vec<String> = self
-                .registry
-                .definitions(Some(&self.agent))
-                .iter()
-                .map(|d| d.name().to_owned())
-                .filter(|name| name != RUN_CODE_NAME)
-                .collect();
-            if let Some((name, _)) = budget
-                .max_calls_per_tool
-                .iter()
-                .find(|(n, _)| !known.contains(n))
-            {
-                return Err(format!(
-                    "codemode: --max-calls-per-tool names unknown tool \"{name}\"; known tools: {}",
-                    known.join(", ")
-                ));
-            }
-        }
+        self.refuse_unknown_tools(
+            "--max-calls-per-tool",
+            budget.max_calls_per_tool.iter().map(|(name, _)| name),
+        )?;
         if let Some(pausing) = pausing {
-            let known: Vec<String> = self
-                .registry
-                .definitions(Some(&self.agent))
-                .iter()
-                .map(|d| d.name().to_owned())
-                .filter(|name| name != RUN_CODE_NAME)
-                .collect();
-            if let Some(name) = pausing.pause_on.iter().find(|n| !known.contains(n)) {
-                return Err(format!(
-                    "codemode: --pause-on names unknown tool \"{name}\"; known tools: {}",
-                    known.join(", ")
-                ));
-            }
+            self.refuse_unknown_tools("--pause-on", pausing.pause_on.iter())?;
             config = config
                 .pause_on(pausing.pause_on)
                 .approve_on(pausing.approve_on);
