@@ -136,21 +136,23 @@ fn call_binding(
     Ok(promise.into())
 }
 
-/// The script's line and column of the call being made, as the prelude reads them off an
-/// error's stack: the innermost frame is the caller (a native function has none of its own).
+/// The program's line and column of the call being made: its innermost frame in the program
+/// (a native function has none of its own; the prelude's `fetch` calls on the program's behalf).
 fn call_site(context: &Context) -> (u32, u32) {
-    let Some(frame) = context.stack_trace().next() else {
-        return (0, 0);
-    };
-    let location = frame.executing_position();
-    let in_program = matches!(
-        &location.path,
-        boa_engine::vm::SourcePath::Path(path) if path.as_os_str() == crate::PROGRAM_PATH
-    );
-    match location.position {
-        Some(at) if in_program => (at.line_number(), at.column_number()),
-        _ => (0, 0),
+    for frame in context.stack_trace() {
+        let location = frame.executing_position();
+        let in_program = matches!(
+            &location.path,
+            boa_engine::vm::SourcePath::Path(path) if path.as_os_str() == crate::PROGRAM_PATH
+        );
+        if in_program {
+            return match location.position {
+                Some(at) => (at.line_number(), at.column_number()),
+                None => (0, 0),
+            };
+        }
     }
+    (0, 0)
 }
 
 fn binding_error(

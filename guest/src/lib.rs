@@ -51,6 +51,8 @@ struct Prelude {
     fire_timer: JsObject,
     fail: JsObject,
     make_error_class: JsObject,
+    /// `installFetch(call)`: the global `fetch`, `Headers` and `Response` over a binding.
+    install_fetch: JsObject,
     /// `bindingError(errorClass, memberName, message, line, column)`, handed to every binding.
     binding_error: JsValue,
     console: JsValue,
@@ -266,7 +268,8 @@ fn install(
     let mut params = Vec::with_capacity(boot.namespaces.len() + 1);
     let mut values = Vec::with_capacity(boot.namespaces.len() + 1);
     let mut classes = Vec::new();
-    for ns in &boot.namespaces {
+    let mut web_fetch = None;
+    for (index, ns) in boot.namespaces.iter().enumerate() {
         let error_class = match &ns.error_class {
             Some((class, member)) => {
                 let made = prelude.make_error_class.call(
@@ -295,6 +298,9 @@ fn install(
                 prelude.binding_error.clone(),
                 context,
             );
+            if boot.web_fetch == Some((index as u32, *name)) {
+                web_fetch = Some(function.clone());
+            }
             namespace.define_property_or_throw(
                 JsString::from(*name),
                 PropertyDescriptor::builder()
@@ -312,6 +318,11 @@ fn install(
     for (class, ctor) in classes {
         params.push(class);
         values.push(ctor);
+    }
+    if let Some(call) = web_fetch {
+        prelude
+            .install_fetch
+            .call(&JsValue::undefined(), &[call.into()], context)?;
     }
     params.push("console".to_owned());
     values.push(prelude.console.clone());
@@ -339,6 +350,7 @@ fn new_context() -> JsResult<(Context, Prelude)> {
         fire_timer: get_fn(&api, "fireTimer", &mut context)?,
         fail: get_fn(&api, "fail", &mut context)?,
         make_error_class: get_fn(&api, "makeErrorClass", &mut context)?,
+        install_fetch: get_fn(&api, "installFetch", &mut context)?,
         binding_error: get_fn(&api, "bindingError", &mut context)?.into(),
         console: api.get(js_string!("console"), &mut context)?,
     };

@@ -426,6 +426,244 @@
     });
   }
 
+  // ---- fetch ---------------------------------------------------------------------------------
+  // The Web's `fetch(url, init?)` over the host's fetch tool, installed only when the host has
+  // one: the request becomes the tool's arguments, its result a `Response`. Everything the
+  // request may do is the tool's to decide (hosts, redirects, caps); this only changes shape.
+  const jsonParse = JSON.parse;
+  const stringToLowerCase = String.prototype.toLowerCase;
+  const stringCharCodeAt = String.prototype.charCodeAt;
+  const fromCharCode = String.fromCharCode;
+  const Uint8ArrayCtor = Uint8Array;
+  const symbolIterator = Symbol.iterator;
+  const mapEntries = MapCtor.prototype.entries;
+
+  function headerName(name) {
+    return apply(stringToLowerCase, StringCtor(name), []);
+  }
+
+  class Headers {
+    #map = new MapCtor();
+    constructor(init) {
+      if (init === undefined || init === null) return;
+      if (init instanceof Headers) {
+        init.forEach((value, name) => this.append(name, value));
+      } else if (typeof init[symbolIterator] === 'function') {
+        for (const pair of init) {
+          if (pair === null || typeof pair !== 'object' || pair.length !== 2) {
+            throw new TypeErrorCtor('Headers: each entry must be a [name, value] pair');
+          }
+          this.append(pair[0], pair[1]);
+        }
+      } else if (typeof init === 'object') {
+        const keys = ownKeys(init);
+        for (let i = 0; i < keys.length; i += 1) {
+          const d = getOwn(init, keys[i]);
+          if (d && d.enumerable && typeof keys[i] === 'string') this.append(keys[i], init[keys[i]]);
+        }
+      } else {
+        throw new TypeErrorCtor('Headers: expected an object, an array of pairs or Headers');
+      }
+    }
+    get(name) {
+      const value = apply(mapGet, this.#map, [headerName(name)]);
+      return value === undefined ? null : value;
+    }
+    has(name) {
+      return apply(mapHas, this.#map, [headerName(name)]);
+    }
+    set(name, value) {
+      apply(mapSet, this.#map, [headerName(name), StringCtor(value)]);
+    }
+    append(name, value) {
+      const key = headerName(name);
+      const old = apply(mapGet, this.#map, [key]);
+      apply(mapSet, this.#map, [key, old === undefined ? StringCtor(value) : old + ', ' + StringCtor(value)]);
+    }
+    delete(name) {
+      apply(mapDelete, this.#map, [headerName(name)]);
+    }
+    forEach(callback, thisArg) {
+      apply(mapForEach, this.#map, [(value, key) => apply(callback, thisArg, [value, key, this])]);
+    }
+    entries() {
+      return apply(mapEntries, this.#map, []);
+    }
+    *keys() {
+      for (const [key] of this.entries()) yield key;
+    }
+    *values() {
+      for (const [, value] of this.entries()) yield value;
+    }
+    [symbolIterator]() {
+      return this.entries();
+    }
+  }
+
+  const BASE64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+  function base64Bytes(text) {
+    const codes = create(null);
+    for (let i = 0; i < 64; i += 1) codes[apply(stringCharCodeAt, BASE64, [i])] = i;
+    let end = text.length;
+    while (end > 0 && apply(stringCharCodeAt, text, [end - 1]) === 61) end -= 1;
+    const out = new Uint8ArrayCtor((end * 3) >> 2);
+    let bits = 0;
+    let count = 0;
+    let at = 0;
+    for (let i = 0; i < end; i += 1) {
+      bits = (bits << 6) | codes[apply(stringCharCodeAt, text, [i])];
+      count += 6;
+      if (count >= 8) {
+        count -= 8;
+        out[at] = (bits >> count) & 255;
+        at += 1;
+      }
+    }
+    return out;
+  }
+
+  // UTF-8 as the Web's TextDecoder reads it: each malformed sequence becomes U+FFFD.
+  function utf8Text(bytes) {
+    const parts = list();
+    let chunk = '';
+    let i = 0;
+    while (i < bytes.length) {
+      const b = bytes[i];
+      let code = 0xfffd;
+      let size = 1;
+      if (b < 0x80) {
+        code = b;
+      } else {
+        const need = b >= 0xf0 && b <= 0xf4 ? 3 : b >= 0xe0 ? (b <= 0xef ? 2 : 0) : b >= 0xc2 ? 1 : 0;
+        if (need > 0) {
+          let value = b & (0x3f >> need);
+          let ok = true;
+          for (let k = 1; k <= need; k += 1) {
+            const c = bytes[i + k];
+            if (c === undefined || (c & 0xc0) !== 0x80) {
+              ok = false;
+              break;
+            }
+            value = (value << 6) | (c & 0x3f);
+          }
+          const min = need === 1 ? 0x80 : need === 2 ? 0x800 : 0x10000;
+          if (ok && value >= min && value <= 0x10ffff && !(value >= 0xd800 && value <= 0xdfff)) {
+            code = value;
+            size = need + 1;
+          }
+        }
+      }
+      if (code > 0xffff) {
+        code -= 0x10000;
+        chunk += fromCharCode(0xd800 + (code >> 10), 0xdc00 + (code & 0x3ff));
+      } else {
+        chunk += fromCharCode(code);
+      }
+      if (chunk.length > 8192) {
+        push(parts, chunk);
+        chunk = '';
+      }
+      i += size;
+    }
+    push(parts, chunk);
+    return joinList(parts, '');
+  }
+
+  class Response {
+    #body;
+    #base64;
+    #used = false;
+    constructor(result) {
+      this.url = StringCtor(result.url);
+      this.status = +result.status;
+      this.statusText = StringCtor(result.statusText);
+      this.ok = this.status >= 200 && this.status <= 299;
+      this.redirected = result.redirected === true;
+      this.truncated = result.truncated === true;
+      this.type = 'basic';
+      this.headers = new Headers(result.headers);
+      this.#body = StringCtor(result.body);
+      this.#base64 = result.encoding === 'base64';
+    }
+    get bodyUsed() {
+      return this.#used;
+    }
+    #take() {
+      if (this.#used) throw new TypeErrorCtor('Body has already been consumed.');
+      this.#used = true;
+    }
+    async text() {
+      this.#take();
+      return this.#base64 ? utf8Text(base64Bytes(this.#body)) : this.#body;
+    }
+    async json() {
+      return jsonParse(await this.text());
+    }
+    async bytes() {
+      this.#take();
+      if (this.#base64) return base64Bytes(this.#body);
+      const text = this.#body;
+      const out = [];
+      for (let i = 0; i < text.length; i += 1) {
+        let c = apply(stringCharCodeAt, text, [i]);
+        if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+          const d = apply(stringCharCodeAt, text, [i + 1]);
+          if (d >= 0xdc00 && d <= 0xdfff) {
+            c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+            i += 1;
+          }
+        }
+        if (c < 0x80) out[out.length] = c;
+        else if (c < 0x800) { out[out.length] = 0xc0 | (c >> 6); out[out.length] = 0x80 | (c & 63); }
+        else if (c < 0x10000) { out[out.length] = 0xe0 | (c >> 12); out[out.length] = 0x80 | ((c >> 6) & 63); out[out.length] = 0x80 | (c & 63); }
+        else { out[out.length] = 0xf0 | (c >> 18); out[out.length] = 0x80 | ((c >> 12) & 63); out[out.length] = 0x80 | ((c >> 6) & 63); out[out.length] = 0x80 | (c & 63); }
+      }
+      return new Uint8ArrayCtor(out);
+    }
+    async arrayBuffer() {
+      return (await this.bytes()).buffer;
+    }
+  }
+
+  // Without the host's fetch tool, `fetch` says why there is no network rather than leaving a
+  // ReferenceError that suggests a typo.
+  defineProperty(globalThis, 'fetch', {
+    value: async function fetch() {
+      throw new TypeErrorCtor('fetch is off: this run may reach no host (codemode turns fetch on with --allow-host HOST)');
+    },
+    writable: true,
+    configurable: true,
+  });
+
+  function installFetch(call) {
+    async function fetch(input, init) {
+      const args = create(null);
+      args.url = typeof input === 'object' && input !== null && typeof input.url === 'string' ? input.url : StringCtor(input);
+      if (init !== undefined && init !== null) {
+        if (init.method !== undefined) args.method = StringCtor(init.method);
+        if (init.headers !== undefined) {
+          const headers = {};
+          new Headers(init.headers).forEach((value, name) => {
+            headers[name] = value;
+          });
+          args.headers = headers;
+        }
+        if (init.body !== undefined && init.body !== null) {
+          if (typeof init.body !== 'string') {
+            throw new TypeErrorCtor('fetch: the body must be a string; JSON.stringify an object first');
+          }
+          args.body = init.body;
+        }
+      }
+      return new Response(await call({ ...args }));
+    }
+    const names = { fetch, Headers, Response };
+    const keys = ['fetch', 'Headers', 'Response'];
+    for (let i = 0; i < keys.length; i += 1) {
+      defineProperty(globalThis, keys[i], { value: names[keys[i]], writable: true, configurable: true });
+    }
+  }
+
   // ---- Program lifecycle ----------------------------------------------------------------------------
   // The namespaces, error classes and `console` are installed natively (guest/src/lib.rs,
   // `install`) with `makeErrorClass` and `bindingError` from above.
@@ -464,5 +702,5 @@
     apply(promiseThen, promise, [complete, fail]);
   }
 
-  return freeze({ start, fireTimer, fail, makeErrorClass, bindingError, console: consoleShim });
+  return freeze({ start, fireTimer, fail, makeErrorClass, bindingError, installFetch, console: consoleShim });
 });

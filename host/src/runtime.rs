@@ -379,6 +379,7 @@ impl WasmCodeRuntime {
         let namespaces = Arc::new(preflight::namespaces(
             &request.bindings,
             request.preflight.as_deref(),
+            request.web_fetch.as_ref(),
         ));
         // A Python program is run as written: Monty parses it in the guest. Its calls are
         // read from its tokens for preflight.
@@ -462,7 +463,7 @@ impl WasmCodeRuntime {
             &inner.pre,
             admission,
             budgets,
-            Start::Program(&program),
+            Start::Program(&program, request.web_fetch.as_ref()),
             request.bindings,
             request.held,
             control,
@@ -531,7 +532,7 @@ impl WasmCodeRuntime {
         // The run keeps the budgets it started with.
         let budgets = Budgets::from(&header.budgets);
         let program = header.program.clone();
-        let namespaces = Arc::new(preflight::namespaces(&request.bindings, None));
+        let namespaces = Arc::new(preflight::namespaces(&request.bindings, None, None));
         let keeping = Keeping {
             durability,
             guest: inner.guest.sha256(),

@@ -101,6 +101,9 @@ pub struct RunRequest {
     /// [`FailureCause::Calls`], and the calls it made are its record. Empty: only the runtime's
     /// own ceiling.
     pub call_caps: CallCaps,
+    /// The binding function a TypeScript program's global `fetch(url, init?)` goes through
+    /// (the Web shape, answered with a `Response`); `None`: the program has no `fetch`.
+    pub web_fetch: Option<BindingRef>,
 }
 
 /// Caps on the calls one run may make ([`RunRequest::call_caps`]).
@@ -123,6 +126,30 @@ pub struct Preflight {
     /// Each binding function's argument schema; a function without one is checked for its
     /// name only.
     pub schemas: BTreeMap<BindingRef, crate::tools::Schema>,
+    /// Binding functions that take a URL (`{url}`, or the global `fetch`'s first argument):
+    /// a literal URL the check refuses fails preflight with its reason.
+    pub urls: BTreeMap<BindingRef, UrlCheck>,
+}
+
+/// Whether a URL may be fetched, as far as its text decides (scheme, allowed hosts, literal
+/// addresses); `Err` says why not, in words for the program's author.
+#[derive(Clone)]
+pub struct UrlCheck(pub Arc<UrlCheckFn>);
+
+/// The function a [`UrlCheck`] calls.
+pub type UrlCheckFn = dyn Fn(&str) -> Result<(), String> + Send + Sync;
+
+impl UrlCheck {
+    /// Checks `url`.
+    pub fn check(&self, url: &str) -> Result<(), String> {
+        (self.0)(url)
+    }
+}
+
+impl fmt::Debug for UrlCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("UrlCheck")
+    }
 }
 
 /// One binding function, `global.name`.

@@ -15,6 +15,7 @@ mod durable;
 mod errors;
 mod exec;
 mod fast_paths;
+mod fetch;
 mod fleet;
 mod fuzz_replay;
 mod held_results;

@@ -42,6 +42,7 @@ fn namespace_for(program: &str) -> Namespace {
         global: "tools".into(),
         members,
         schemas: tools.into_iter().collect(),
+        ..Namespace::default()
     }
 }
 

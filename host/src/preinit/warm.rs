@@ -116,6 +116,7 @@ pub(super) fn profile(
     store.data_mut().boot = wire::Boot {
         program,
         namespaces: vec![namespace],
+        web_fetch: None,
     }
     .encode();
     let run = instance.get_typed_func::<(), u32>(&mut *store, "cm_run");

@@ -80,8 +80,9 @@ pub struct RunMetrics {
 
 /// How a run begins.
 pub(crate) enum Start<'a> {
-    /// Evaluate this (already stripped) JavaScript.
-    Program(&'a str),
+    /// Evaluate this (already stripped) JavaScript, with a global `fetch` through this binding
+    /// function when there is one.
+    Program(&'a str, Option<&'a BindingRef>),
     /// Continue a paused run from its record.
     Resumed(Box<Resumed>),
 }
@@ -121,9 +122,9 @@ pub(crate) async fn execute(
     metrics: &mut RunMetrics,
 ) -> RunResult {
     let now = Instant::now();
-    let (program, mut resumed) = match start {
-        Start::Program(program) => (program, None),
-        Start::Resumed(resumed) => ("", Some(resumed)),
+    let (program, web_fetch, mut resumed) = match start {
+        Start::Program(program, web_fetch) => (program, web_fetch, None),
+        Start::Resumed(resumed) => ("", None, Some(resumed)),
     };
     // A resumed run's clock starts where the pause stopped it: time paused does not count.
     let spent = resumed.as_ref().map_or(std::time::Duration::ZERO, |r| {
@@ -148,9 +149,17 @@ pub(crate) async fn execute(
                         .map(|c| (c.name.as_str(), c.member_name_property.as_str())),
                 })
                 .collect();
+            // Only a member the program can call: a web fetch named elsewhere is none.
+            let web_fetch = web_fetch.and_then(|at| {
+                let index = bindings
+                    .iter()
+                    .position(|ns| ns.global == at.global && ns.functions.contains_key(&at.name))?;
+                Some((u32::try_from(index).ok()?, at.name.as_str()))
+            });
             wire::Boot {
                 program,
                 namespaces,
+                web_fetch,
             }
             .encode()
         }

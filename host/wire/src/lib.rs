@@ -137,6 +137,9 @@ pub struct Boot<'a> {
     pub program: &'a str,
     /// The namespaces, in parameter order.
     pub namespaces: Vec<Namespace<'a>>,
+    /// The member a TypeScript program's global `fetch` calls: a namespace's index in
+    /// `namespaces` and the member's name.
+    pub web_fetch: Option<(u32, &'a str)>,
 }
 
 impl Boot<'_> {
@@ -160,11 +163,20 @@ impl Boot<'_> {
                 }
             }
         }
+        match self.web_fetch {
+            None => out.push(0),
+            Some((namespace, name)) => {
+                out.push(1);
+                put_u32(&mut out, namespace);
+                put_str(&mut out, name);
+            }
+        }
         out
     }
 }
 
-/// Decodes a boot frame; `None` when malformed or when bytes follow the last namespace.
+/// Decodes a boot frame; `None` when malformed, when the web fetch names no namespace, or when
+/// bytes follow the frame.
 pub fn decode_boot(bytes: &[u8]) -> Option<Boot<'_>> {
     let mut r = Reader { bytes };
     let program = r.str()?;
@@ -188,9 +200,22 @@ pub fn decode_boot(bytes: &[u8]) -> Option<Boot<'_>> {
             error_class,
         });
     }
+    let web_fetch = match r.u8()? {
+        0 => None,
+        1 => {
+            let namespace = r.u32()?;
+            let name = r.str()?;
+            if namespace as usize >= namespaces.len() {
+                return None;
+            }
+            Some((namespace, name))
+        }
+        _ => return None,
+    };
     r.rest().is_empty().then_some(Boot {
         program,
         namespaces,
+        web_fetch,
     })
 }
 
@@ -481,9 +506,15 @@ mod tests {
                     error_class: None,
                 },
             ],
+            web_fetch: Some((0, "a")),
         };
         let mut bytes = boot.encode();
-        assert_eq!(decode_boot(&bytes), Some(boot));
+        assert_eq!(decode_boot(&bytes), Some(boot.clone()));
+        let nowhere = Boot {
+            web_fetch: Some((2, "a")),
+            ..boot
+        };
+        assert_eq!(decode_boot(&nowhere.encode()), None);
         bytes.push(0);
         assert_eq!(decode_boot(&bytes), None);
         assert_eq!(decode_boot(&[0, 0, 0, 0, 255, 255, 255, 255]), None);

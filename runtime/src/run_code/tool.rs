@@ -237,8 +237,15 @@ async fn execute(
             schemas: visible()
                 .map(|d| (BindingRef::new("tools", d.name()), d.parameters().clone()))
                 .collect(),
+            urls: visible()
+                .filter_map(|d| Some((BindingRef::new("tools", d.name()), d.web_fetch()?.clone())))
+                .collect(),
         })
     });
+    // A program's global `fetch` goes through the first tool that fetches as the Web does.
+    let web_fetch = visible()
+        .find(|d| d.web_fetch().is_some())
+        .map(|d| BindingRef::new("tools", d.name()));
     drop(definitions);
     drop(registry);
     // The configured tool names, as the members of the `tools` namespace they are bound as.
@@ -280,6 +287,7 @@ async fn execute(
         preflight,
         held: Some(scheduler.held()),
         call_caps: shared.config.call_caps.clone(),
+        web_fetch,
     };
     // The run and its scheduler are polled together, in this call's task: sub-calls advance
     // whenever the run yields (mid-computation too), and the scheduler keeps going after the

@@ -106,6 +106,9 @@ pub struct ToolDefinition {
     pub(crate) present_result: Option<Arc<PresentResultFn>>,
     /// Where typed `run_code` requests wait for the call they belong to (`run_code` only).
     pub(crate) code_inbox: Option<Arc<crate::run_code::Inbox>>,
+    /// The tool fetches URLs with the Web's `fetch` arguments: programs get a global `fetch`
+    /// through it, and preflight checks their literal URLs with this.
+    pub(crate) web_fetch: Option<crate::code::UrlCheck>,
 }
 
 impl std::fmt::Debug for ToolDefinition {
@@ -135,6 +138,7 @@ impl ToolDefinition {
                 present_call: None,
                 present_result: None,
                 code_inbox: None,
+                web_fetch: None,
             },
         }
     }
@@ -177,6 +181,12 @@ impl ToolDefinition {
     /// The cooperative per-call budget the timeout policy enforces.
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout
+    }
+
+    /// The URL check of a tool that fetches with the Web's arguments (see
+    /// [`ToolDefinitionBuilder::web_fetch`]).
+    pub fn web_fetch(&self) -> Option<&crate::code::UrlCheck> {
+        self.web_fetch.as_ref()
     }
 
     fn args_valid(&self, args: &Value) -> bool {
@@ -318,6 +328,14 @@ impl ToolDefinitionBuilder {
         F: Fn(&Value, &ToolResultView) -> Option<Value> + Send + Sync + 'static,
     {
         self.definition.present_result = Some(Arc::new(present));
+        self
+    }
+
+    /// Marks the tool as a Web fetch (`{url, method?, headers?, body?}`): a TypeScript
+    /// program's global `fetch(url, init?)` calls it, and preflight refuses a literal URL
+    /// `check` refuses.
+    pub fn web_fetch(mut self, check: crate::code::UrlCheck) -> Self {
+        self.definition.web_fetch = Some(check);
         self
     }
 

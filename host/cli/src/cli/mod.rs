@@ -114,6 +114,26 @@ pub struct ToolArgs {
     /// the most memory (MiB) the processes of one command may use together (default 4096).
     #[arg(long = "exec-memory-mb", value_name = "MIB", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
     pub exec_memory_mb: u64,
+    /// Turn on the `fetch` tool (and a TypeScript program's global `fetch`) for this host
+    /// (repeatable): `api.example.com`, `*.example.com` (its subdomains), `host:port`. Every
+    /// redirect is checked again.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_host: Vec<String>,
+    /// Let `fetch` reach loopback, private, link-local and cloud-metadata addresses, which it
+    /// otherwise refuses whatever name leads there.
+    #[arg(long = "allow-private-network")]
+    pub allow_private_network: bool,
+    /// Most bytes of a fetch's request body and of its response body (a longer response is
+    /// cut and marked truncated).
+    #[arg(long = "fetch-max-bytes", value_name = "BYTES", default_value_t = codemode_fetch::DEFAULT_MAX_BYTES, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    pub fetch_max_bytes: u64,
+    /// Deadline of one fetch in milliseconds, redirects and body included.
+    #[arg(long = "fetch-timeout-ms", value_name = "MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub fetch_timeout_ms: u64,
+    /// Add a header to fetches of HOST (in --allow-host's syntax) from the environment
+    /// variable ENV_VAR (repeatable); the program never sees its value.
+    #[arg(long = "fetch-header", value_name = "HOST=NAME:ENV_VAR")]
+    pub fetch_header: Vec<String>,
     /// codemode's own directories and files that a subcommand names (its state directory,
     /// its token file): hidden from sandboxed commands.
     #[arg(skip)]

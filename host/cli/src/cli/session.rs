@@ -89,6 +89,51 @@ fn hidden_from_commands(args: &ToolArgs) -> Vec<PathBuf> {
     hidden
 }
 
+/// What `--allow-host` and the other fetch flags ask for; `None` without `--allow-host`.
+fn fetch_config(args: &ToolArgs) -> Result<Option<codemode_fetch::FetchConfig>, String> {
+    if args.allow_host.is_empty() {
+        let stray = [
+            (args.allow_private_network, "--allow-private-network"),
+            (!args.fetch_header.is_empty(), "--fetch-header"),
+        ];
+        if let Some((_, flag)) = stray.iter().find(|(given, _)| *given) {
+            return Err(format!(
+                "codemode: {flag} is for fetch, which is off: name the hosts it may reach with --allow-host"
+            ));
+        }
+        return Ok(None);
+    }
+    let allow_hosts = args
+        .allow_host
+        .iter()
+        .map(|entry| codemode_fetch::HostPattern::parse(entry))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("codemode: --allow-host {e}"))?;
+    let mut headers = Vec::new();
+    for spec in &args.fetch_header {
+        let header = codemode_fetch::SecretHeader::from_spec(spec, |name| std::env::var(name).ok())
+            .map_err(|e| format!("codemode: --fetch-header {e}"))?;
+        let host = header.host().to_string();
+        // A header for a host fetch cannot reach would never be sent: a mistake to say now.
+        if !allow_hosts
+            .iter()
+            .any(|allowed| allowed.overlaps(header.host()))
+        {
+            return Err(format!(
+                "codemode: --fetch-header {spec:?}: {host} is not among the --allow-host entries, so the header would never be sent"
+            ));
+        }
+        headers.push(header);
+    }
+    Ok(Some(codemode_fetch::FetchConfig {
+        allow_hosts,
+        allow_private_network: args.allow_private_network,
+        max_bytes: args.fetch_max_bytes,
+        timeout: std::time::Duration::from_millis(args.fetch_timeout_ms),
+        headers,
+    }))
+}
+
 impl ToolSession {
     /// Registers the tools and policies `args` name (the built-ins only with `builtins`).
     /// Upstream servers that fail to start are reported on stderr; the rest serve. `Err` is a
@@ -142,6 +187,12 @@ impl ToolSession {
                     Some(exec)
                 }
             };
+        if let Some(config) = fetch_config(args)? {
+            guards.push(
+                codemode_fetch::register(&registry, config)
+                    .map_err(|e| format!("codemode: cannot register fetch: {e}"))?,
+            );
+        }
         let (upstreams, failures) = mcp::upstream::start_all(&specs).await;
         for failure in failures {
             tracing::warn!("{failure}; its tools are absent");

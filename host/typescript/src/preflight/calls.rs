@@ -32,6 +32,8 @@ pub(super) struct Call<'a> {
     pub args: &'a [ExprOrSpread],
     /// `tools.name?.(…)`: the program allows for the member not existing.
     pub optional: bool,
+    /// A call of the global `fetch(url, init?)`, which goes through the member `name`.
+    pub web: bool,
 }
 
 /// What a name in scope stands for.
@@ -43,6 +45,8 @@ enum Meaning {
     Namespace(usize),
     /// A `const` binding destructured from namespace `n`: its member `name`.
     Member(usize, String),
+    /// The global `fetch`, which calls member `name` of namespace `n` with other arguments.
+    Web(usize, String),
 }
 
 /// Calls every statically known member call in `body` with `visit`, in source order. Returns
@@ -50,10 +54,12 @@ enum Meaning {
 pub(super) fn find(
     body: &[Stmt],
     namespaces: &[&str],
+    web: Option<(usize, &str)>,
     mut visit: impl FnMut(Call<'_>),
 ) -> Vec<bool> {
     let mut finder = Finder {
         namespaces,
+        web,
         names: Vec::new(),
         in_with: 0,
         reassigned: vec![false; namespaces.len()],
@@ -69,6 +75,8 @@ pub(super) fn find(
 
 struct Finder<'n, 'v> {
     namespaces: &'n [&'n str],
+    /// The namespace and member the global `fetch` calls, when the program has one.
+    web: Option<(usize, &'n str)>,
     /// Every name in scope, innermost last: a scope is the run of entries it pushed (one
     /// stack rather than a map per scope: most scopes declare nothing or one name).
     names: Vec<(Atom, Meaning)>,
@@ -88,10 +96,13 @@ impl Finder<'_, '_> {
         if let Some((_, meaning)) = self.names.iter().rev().find(|(n, _)| n == name) {
             return Some(meaning.clone());
         }
-        self.namespaces
-            .iter()
-            .position(|ns| *ns == &**name)
-            .map(Meaning::Namespace)
+        if let Some(ns) = self.namespaces.iter().position(|ns| *ns == &**name) {
+            return Some(Meaning::Namespace(ns));
+        }
+        match self.web {
+            Some((ns, member)) if &**name == "fetch" => Some(Meaning::Web(ns, member.to_owned())),
+            _ => None,
+        }
     }
 
     /// A function (its own name, for an expression), entered as `enter_function` does.
@@ -201,16 +212,20 @@ impl Finder<'_, '_> {
         }
     }
 
-    /// The member a callee names: `ns.name`, `ns["name"]`, or a destructured binding.
-    fn member<'e>(&self, callee: &'e Expr) -> Option<(usize, Cow<'e, str>, Span)> {
+    /// The member a callee names: `ns.name`, `ns["name"]`, a destructured binding, or the
+    /// global `fetch` (the flag).
+    fn member<'e>(&self, callee: &'e Expr) -> Option<(usize, Cow<'e, str>, Span, bool)> {
+        let of =
+            |found: Option<(usize, Cow<'e, str>, Span)>| found.map(|(n, m, s)| (n, m, s, false));
         match unwrap(callee) {
-            Expr::Member(member) => self.namespace_member(member),
+            Expr::Member(member) => of(self.namespace_member(member)),
             Expr::Ident(id) => match self.resolve(&id.sym)? {
-                Meaning::Member(ns, name) => Some((ns, Cow::Owned(name), id.span)),
+                Meaning::Member(ns, name) => Some((ns, Cow::Owned(name), id.span, false)),
+                Meaning::Web(ns, name) => Some((ns, Cow::Owned(name), id.span, true)),
                 _ => None,
             },
             Expr::OptChain(OptChainExpr { base, .. }) => match &**base {
-                OptChainBase::Member(member) => self.namespace_member(member),
+                OptChainBase::Member(member) => of(self.namespace_member(member)),
                 OptChainBase::Call(_) => None,
             },
             _ => None,
@@ -232,13 +247,14 @@ impl Finder<'_, '_> {
     }
 
     fn call<'e>(&mut self, callee: &'e Expr, args: &'e [ExprOrSpread], optional: bool) {
-        if let Some((namespace, name, name_span)) = self.member(callee) {
+        if let Some((namespace, name, name_span, web)) = self.member(callee) {
             (self.visit)(Call {
                 namespace,
                 name,
                 name_span,
                 args,
                 optional,
+                web,
             });
         }
     }
@@ -436,10 +452,15 @@ impl Visit for Finder<'_, '_> {
 
     fn visit_assign_expr(&mut self, node: &swc_ecma_ast::AssignExpr) {
         if let AssignTarget::Simple(SimpleAssignTarget::Ident(id)) = &node.left {
-            if let Some(Meaning::Namespace(ns)) = self.resolve(&id.id.sym) {
-                if self.namespaces.get(ns).is_some_and(|n| *n == &*id.id.sym) {
+            match self.resolve(&id.id.sym) {
+                Some(Meaning::Namespace(ns))
+                    if self.namespaces.get(ns).is_some_and(|n| *n == &*id.id.sym) =>
+                {
                     self.reassigned[ns] = true;
                 }
+                // A program that replaces `fetch` may call anything through it.
+                Some(Meaning::Web(ns, _)) => self.reassigned[ns] = true,
+                _ => {}
             }
         }
         node.visit_children_with(self);

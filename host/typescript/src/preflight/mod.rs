@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use codemode_runtime::code::{BindingNamespace, FailureCause, FailureKind, Preflight, RunFailure};
+use codemode_runtime::code::{
+    BindingNamespace, BindingRef, FailureCause, FailureKind, Preflight, RunFailure, UrlCheck,
+};
 use codemode_runtime::tools::Schema;
 
 use crate::source::Source;
@@ -31,13 +33,25 @@ pub struct Namespace {
     pub members: Vec<String>,
     /// The argument schema of each member that has one.
     pub schemas: BTreeMap<String, Schema>,
+    /// The check of each member that takes a URL (`{url}`).
+    pub urls: BTreeMap<String, UrlCheck>,
+    /// The member a TypeScript program's global `fetch(url, init?)` calls.
+    pub web_fetch: Option<String>,
 }
 
 /// What a program is checked against: its namespaces.
 pub type Namespaces = Vec<Namespace>;
 
-/// The namespaces of a request, with the schemas its preflight names (none without one).
-pub fn namespaces(bindings: &[BindingNamespace], preflight: Option<&Preflight>) -> Namespaces {
+/// The namespaces of a request, with the schemas and URL checks its preflight names (none
+/// without one), and the member the global `fetch` calls.
+pub fn namespaces(
+    bindings: &[BindingNamespace],
+    preflight: Option<&Preflight>,
+    web_fetch: Option<&BindingRef>,
+) -> Namespaces {
+    let of = |ns: &BindingNamespace, at: &BindingRef| {
+        at.global == ns.global && ns.functions.contains_key(&at.name)
+    };
     bindings
         .iter()
         .map(|ns| Namespace {
@@ -46,11 +60,53 @@ pub fn namespaces(bindings: &[BindingNamespace], preflight: Option<&Preflight>) 
             schemas: preflight
                 .into_iter()
                 .flat_map(|p| &p.schemas)
-                .filter(|(at, _)| at.global == ns.global && ns.functions.contains_key(&at.name))
+                .filter(|(at, _)| of(ns, at))
                 .map(|(at, schema)| (at.name.clone(), schema.clone()))
                 .collect(),
+            urls: preflight
+                .into_iter()
+                .flat_map(|p| &p.urls)
+                .filter(|(at, _)| of(ns, at))
+                .map(|(at, check)| (at.name.clone(), check.clone()))
+                .collect(),
+            web_fetch: web_fetch.filter(|at| of(ns, at)).map(|at| at.name.clone()),
         })
         .collect()
+}
+
+/// A literal URL a call passes that the member's check refuses: the argument itself for the
+/// global `fetch` (`direct`), else the `url` of an object literal. Where it is written, and why.
+pub(crate) fn refused_url(
+    expr: &swc_ecma_ast::Expr,
+    direct: bool,
+    check: &UrlCheck,
+) -> Option<(swc_common::Span, String)> {
+    use swc_common::Spanned;
+    use swc_ecma_ast::{Expr, Prop, PropOrSpread};
+    let value = if direct {
+        expr
+    } else {
+        let Expr::Object(object) = calls::unwrap(expr) else {
+            return None;
+        };
+        // The last `url` wins, and a spread after it may replace it.
+        let mut found = None;
+        for prop in &object.props {
+            match prop {
+                PropOrSpread::Spread(_) => found = None,
+                PropOrSpread::Prop(prop) => match &**prop {
+                    Prop::KeyValue(kv) if calls::prop_name(&kv.key).as_deref() == Some("url") => {
+                        found = Some(&*kv.value)
+                    }
+                    Prop::Shorthand(id) if &*id.sym == "url" => found = None,
+                    _ => {}
+                },
+            }
+        }
+        found?
+    };
+    let url = calls::static_string(value)?;
+    check.check(&url).err().map(|reason| (value.span(), reason))
 }
 
 /// A call that cannot succeed, and where the program makes it.
@@ -89,11 +145,26 @@ pub fn check_parsed(parsed: &Parsed, namespaces: &[Namespace]) -> Vec<Problem> {
 /// The problems of the statically known calls in `source` to `namespaces`' tools.
 pub fn check_source(source: &Source, namespaces: &[Namespace]) -> Vec<Problem> {
     let globals: Vec<&str> = namespaces.iter().map(|ns| ns.global.as_str()).collect();
+    let web = namespaces
+        .iter()
+        .enumerate()
+        .find_map(|(i, ns)| Some((i, ns.web_fetch.as_deref()?)));
     let mut found: Vec<(usize, swc_common::Span, String)> = Vec::new();
-    let untrusted = calls::find(&source.body, &globals, |call| {
+    let untrusted = calls::find(&source.body, &globals, web, |call| {
         let Some(ns) = namespaces.get(call.namespace) else {
             return;
         };
+        if call.web {
+            let check = ns.urls.get(&*call.name);
+            if let (Some(first), Some(check)) = (call.args.first(), check) {
+                if first.spread.is_none() {
+                    if let Some((span, reason)) = refused_url(&first.expr, true, check) {
+                        found.push((call.namespace, span, reason));
+                    }
+                }
+            }
+            return;
+        }
         let known = ns.members.iter().any(|m| *m == call.name);
         if !known {
             if !call.optional {
@@ -113,6 +184,11 @@ pub fn check_source(source: &Source, namespaces: &[Namespace]) -> Vec<Problem> {
         };
         if first.spread.is_some() {
             return;
+        }
+        if let Some(check) = ns.urls.get(&*call.name) {
+            if let Some((span, reason)) = refused_url(&first.expr, false, check) {
+                found.push((call.namespace, span, reason));
+            }
         }
         let Some(schema) = ns.schemas.get(&*call.name) else {
             return;
@@ -217,6 +293,7 @@ mod tests {
                 .into_iter()
                 .map(|(n, s)| (n.to_owned(), schema(s)))
                 .collect(),
+            ..Namespace::default()
         }]
     }
 

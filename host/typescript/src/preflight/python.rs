@@ -199,10 +199,17 @@ fn check_call(
         );
         return;
     }
-    let Some(schema) = ns.schemas.get(&name) else {
+    let (schema, check) = (ns.schemas.get(&name), ns.urls.get(&name));
+    if schema.is_none() && check.is_none() {
+        return;
+    }
+    let Some(argument) = Reader::new(tokens, open + 1).arguments(name_span) else {
         return;
     };
-    let Some(argument) = Reader::new(tokens, open + 1).arguments(name_span) else {
+    if let Some((span, reason)) = check.and_then(|c| super::refused_url(&argument, false, c)) {
+        push((span.lo.0 as usize).saturating_sub(1), reason);
+    }
+    let Some(schema) = schema else {
         return;
     };
     let mut findings = Vec::new();
@@ -781,6 +788,7 @@ mod tests {
             global: "tools".into(),
             members: vec!["read".into(), "my-tool".into()],
             schemas: [("read".to_owned(), schema)].into(),
+            ..Namespace::default()
         }]
     }
 

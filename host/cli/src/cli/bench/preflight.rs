@@ -27,6 +27,7 @@ pub(super) fn measure() -> Result<Value, String> {
             .iter()
             .map(|d| (d.name().to_owned(), d.parameters().clone()))
             .collect(),
+        ..Namespace::default()
     }];
     let parsed = preflight::parse(PROGRAM).ok_or("the preflight workload does not parse")?;
     let problems = preflight::check_parsed(&parsed, &namespaces);
