@@ -653,10 +653,12 @@ fn match_replies(
                 call_id.escape_debug()
             )));
         };
-        if call.approval && !matches!(reply, Ok(serde_json::Value::Bool(_)) | Err(_)) {
-            return Err(RunRejection::Pause(format!(
-                "call {call_id} waits for an approval: reply true to make the call, false to deny it, or reject it with a message"
-            )));
+        if call.approval {
+            if let Err(expected) = crate::run::read_approval(&reply) {
+                return Err(RunRejection::Pause(format!(
+                    "call {call_id} waits for an approval: {expected}"
+                )));
+            }
         }
         if matched.iter().any(|(id, _)| *id == call.id) {
             return Err(RunRejection::Pause(format!(

@@ -767,6 +767,65 @@ fn the_embedding_example_runs_a_program_through_run_code() {
     );
 }
 
+/// `codemode run --json --ask echo` on a real terminal (`script`), with `typed` typed into it:
+/// the terminal's text (prompts and the JSON).
+fn on_a_terminal(program: &std::path::Path, typed: &str) -> String {
+    use std::io::Write;
+    let command = format!(
+        "{} run --json --ask echo {}",
+        binary().display(),
+        program.display()
+    );
+    let mut child = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script(1) from util-linux");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(typed.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn one_key_on_the_terminal_approves_or_declines_the_rest_of_a_loop() {
+    let dir = temp_dir("cli-ask-scope");
+    let program = dir.join("program.ts");
+    std::fs::write(
+        &program,
+        "const out = [];\nfor (let i = 0; i < 4; i++) {\n  try { out.push((await tools.echo({ i })).i); } catch (e) { out.push(e.message); }\n}\nreturn out;",
+    )
+    .unwrap();
+    let prompts = |text: &str| text.matches("allow tool \"echo\"").count();
+    // `r`: every call of the tool for the rest of the run, asked once.
+    let run = on_a_terminal(&program, "r\n");
+    assert_eq!(prompts(&run), 1, "{run}");
+    assert!(run.contains("\"result\":[0,1,2,3]"), "{run}");
+    // `d`: this call and the rest of the run's are refused, asked once.
+    let declined = on_a_terminal(&program, "d\n");
+    assert_eq!(prompts(&declined), 1, "{declined}");
+    assert_eq!(
+        declined
+            .matches("the user rejected tool \\\"echo\\\" for the rest of this run")
+            .count(),
+        4,
+        "{declined}"
+    );
+    // `y` then `n`: each answer for its own call, so every call asks.
+    let each = on_a_terminal(&program, "y\nn\ny\ns\n");
+    assert_eq!(prompts(&each), 4, "{each}");
+    assert!(
+        each.contains("\"result\":[0,\"the user rejected tool \\\"echo\\\"\",2,3]"),
+        "{each}"
+    );
+}
+
 #[test]
 fn ask_prompts_on_the_terminal_and_the_answer_decides() {
     let dir = temp_dir("cli-ask");
@@ -802,9 +861,10 @@ fn ask_prompts_on_the_terminal_and_the_answer_decides() {
     };
     let yes = answer("y");
     assert!(
-        yes.contains("allow tool \"fail\" with {\"message\":\"ran\"}? [y/N]"),
+        yes.contains("allow tool \"fail\" with {\"message\":\"ran\"}?"),
         "{yes}"
     );
+    assert!(yes.contains("[y/r/s/N/d/D]"), "{yes}");
     assert!(yes.contains("\"result\":\"ran\""), "{yes}");
     let no = answer("n");
     assert!(

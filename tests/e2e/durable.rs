@@ -604,6 +604,74 @@ fn a_machine_that_prepared_its_own_sandbox_resumes_another_machines_run() {
 }
 
 #[test]
+fn a_paused_approval_answered_for_the_run_decides_the_rest_of_it() {
+    let (_temp, dir) = state_dir("approval-scope");
+    let program = program_in(
+        &dir,
+        r#"
+const out: unknown[] = [];
+for (let i = 0; i < 3; i++) {
+  try { out.push((await tools.echo({ i }) as { i: number }).i); } catch (e) { out.push((e as Error).message); }
+}
+const both = await Promise.allSettled([tools.echo({ i: 3 }), tools.echo({ i: 4 })]);
+return [...out, ...both.map((r) => r.status === "fulfilled" ? (r.value as { i: number }).i : (r.reason as Error).message)];
+"#,
+    );
+    let program = program.as_str();
+    let ask = ["--ask", "echo", "--pause-on-ask", "--json"];
+    let start = |dir: &Path| {
+        let (code, first, stderr) = cli(&[&["run", program][..], &ask].concat(), dir);
+        assert_eq!(code, Some(3), "{stderr}");
+        first["paused"]["runId"].as_str().unwrap().to_owned()
+    };
+    // Approved for the run: no other call pauses; the calls are made in the resuming process.
+    let run_id = start(&dir);
+    let reply = r#"1={"approved": true, "scope": "run"}"#;
+    let (code, done, stderr) = cli(
+        &[&["resume", &run_id, "--reply", reply][..], &ask].concat(),
+        &dir,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(done["result"], json!([0, 1, 2, 3, 4]));
+    assert_eq!(done["calls"].as_array().map(Vec::len), Some(5));
+    // Declined for the session (kept with the run): every later call fails at once.
+    let run_id = start(&dir);
+    let reply = r#"1={"approved": false, "scope": "session"}"#;
+    let (code, done, stderr) = cli(
+        &[&["resume", &run_id, "--reply", reply][..], &ask].concat(),
+        &dir,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let declined = "tool \"echo\" was declined for the rest of this run";
+    assert_eq!(
+        done["result"],
+        json!([
+            "tool \"echo\" was not approved",
+            declined,
+            declined,
+            declined,
+            declined
+        ])
+    );
+    // An answer that is neither is refused, and says what an answer is.
+    let run_id = start(&dir);
+    let (code, _, stderr) = cli(
+        &[
+            "resume",
+            &run_id,
+            "--reply",
+            r#"1={"approved": true, "scope": "forever"}"#,
+        ],
+        &dir,
+    );
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("unknown approval scope \"forever\""),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn an_approval_becomes_a_pause_and_a_person_decides_later() {
     let (_temp, dir) = state_dir("approval");
     let program = program_in(

@@ -413,6 +413,62 @@ fn ask_goes_to_the_client_as_an_elicitation() {
 }
 
 #[test]
+fn a_scoped_answer_approves_a_loop_once() {
+    // Five calls of an --ask tool, two of them at once: one question when the answer is
+    // scoped to the run or the session, and a declined scope declines the rest.
+    let program = "const out = [];\nfor (let i = 0; i < 3; i++) {\n  try { out.push((await tools.echo({ i })).i); } catch (e) { out.push(e.message); }\n}\nconst both = await Promise.allSettled([tools.echo({ i: 3 }), tools.echo({ i: 4 })]);\nreturn [...out, ...both.map((r) => r.status === 'fulfilled' ? r.value.i : r.reason.message)];";
+    let server = stdio_server(&["--builtins", "--ask", "echo"]);
+    let answers = |elicit: Value, runs: usize| {
+        let mut steps: Vec<Value> = (0..runs).map(|_| run_code(program)).collect();
+        steps.push(json!({"op": "elicitations"}));
+        drive(json!({"elicit": elicit, "steps": steps}), "stdio", &server)
+    };
+    let all = json!([0, 1, 2, 3, 4]);
+    let run = answers(json!({"action": "accept", "content": {"scope": "run"}}), 2);
+    assert_eq!(run[0]["structured"]["result"], all, "{run:?}");
+    assert_eq!(run[1]["structured"]["result"], all, "{run:?}");
+    assert_eq!(
+        run[2].as_array().map(Vec::len),
+        Some(2),
+        "one question per run: {run:?}"
+    );
+    let question = run[2][0].as_str().unwrap_or_default();
+    assert!(
+        question.starts_with("Allow tool \"echo\" with {\"i\":0}?"),
+        "{question}"
+    );
+    let session = answers(
+        json!({"action": "accept", "content": {"scope": "session"}}),
+        2,
+    );
+    assert_eq!(session[1]["structured"]["result"], all, "{session:?}");
+    assert_eq!(
+        session[2].as_array().map(Vec::len),
+        Some(1),
+        "one question per session: {session:?}"
+    );
+    let call = answers(json!({"action": "accept", "content": {"scope": "call"}}), 1);
+    assert_eq!(call[1].as_array().map(Vec::len), Some(5), "{call:?}");
+    let declined = answers(json!({"action": "decline", "content": {"scope": "run"}}), 1);
+    assert_eq!(
+        declined[0]["structured"]["result"],
+        json!([
+            "the user rejected tool \"echo\" for the rest of this run",
+            "the user rejected tool \"echo\" for the rest of this run",
+            "the user rejected tool \"echo\" for the rest of this run",
+            "the user rejected tool \"echo\" for the rest of this run",
+            "the user rejected tool \"echo\" for the rest of this run"
+        ]),
+        "{declined:?}"
+    );
+    assert_eq!(
+        declined[1].as_array().map(Vec::len),
+        Some(1),
+        "{declined:?}"
+    );
+}
+
+#[test]
 fn an_older_client_answers_a_paused_run_on_its_session_and_it_resumes_at_once() {
     // With --pause-on-ask and --pause-on, the run pauses into the store; a 2025-11-25 client
     // is asked on its session and the run resumes in the same call.

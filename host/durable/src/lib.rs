@@ -648,6 +648,8 @@ mod tests {
                 logs: Vec::new(),
                 pause_on: Default::default(),
                 approve_on: Default::default(),
+                approved: Default::default(),
+                declined: Default::default(),
             },
         }
     }

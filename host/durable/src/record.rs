@@ -150,6 +150,12 @@ pub struct HostState {
     /// The bindings whose calls wait for an approval.
     #[serde(default)]
     pub approve_on: BTreeSet<BindingRef>,
+    /// Approval bindings an answer allowed for the rest of the run: their calls run at once.
+    #[serde(default)]
+    pub approved: BTreeSet<BindingRef>,
+    /// Bindings an answer declined for the rest of the run: their calls fail at once.
+    #[serde(default)]
+    pub declined: BTreeSet<BindingRef>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use codemode_runtime::code::{PausedRun, Reply};
 use codemode_runtime::json;
+use codemode_runtime::tools::ApprovalScope;
 use rmcp::model::{InputRequiredResult, InputResponses};
 use rmcp::ErrorData as McpError;
 use serde_json::{json, Value};
@@ -58,6 +59,17 @@ pub(crate) fn paused(paused: &PausedRun) -> Pause {
 }
 
 const APPROVAL: &str = "approval:";
+
+/// The form field an approval's answer may scope itself with.
+pub(crate) static SCOPE_FIELD: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+    json!({
+        "type": "string",
+        "title": "For",
+        "description": "How far the answer reaches: this call, every call of this tool for the rest of this run, or for the rest of this session.",
+        "enum": ["call", "run", "session"],
+        "default": "call",
+    })
+});
 const REPLY: &str = "reply:";
 
 /// The elicitation (`elicitation/create` params) for each pending call, by key.
@@ -74,7 +86,7 @@ pub(crate) fn questions(pause: &Pause) -> BTreeMap<String, Value> {
                 let params = json!({
                     "mode": "form",
                     "message": format!("Allow tool \"{}\" with {arguments}?", call.tool),
-                    "requestedSchema": {"type": "object", "properties": {}},
+                    "requestedSchema": {"type": "object", "properties": {"scope": SCOPE_FIELD.clone()}},
                 });
                 (format!("{APPROVAL}{}", call.call_id), params)
             } else {
@@ -131,9 +143,20 @@ pub(crate) fn replies(responses: &InputResponses) -> Result<Vec<(String, Reply)>
             .and_then(Value::as_str)
             .ok_or_else(|| refused("expected an elicitation result, {\"action\": …}"))?;
         if let Some(call_id) = key.strip_prefix(APPROVAL) {
+            let scope = match response.get("content").and_then(|c| c.get("scope")) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(scope)) => {
+                    ApprovalScope::parse(scope).map_err(|e| refused(&e))?
+                }
+                Some(_) => return Err(refused("scope must be \"call\", \"run\" or \"session\"")),
+            };
+            let decided = |approved: bool| match scope {
+                None => Value::Bool(approved),
+                Some(scope) => json!({"approved": approved, "scope": scope.as_str()}),
+            };
             let reply = match action {
-                "accept" => Ok(Value::Bool(true)),
-                "decline" => Ok(Value::Bool(false)),
+                "accept" => Ok(decided(true)),
+                "decline" => Ok(decided(false)),
                 "cancel" => Err("the approval was cancelled".to_owned()),
                 _ => return Err(refused("the action must be accept, decline or cancel")),
             };
@@ -245,6 +268,37 @@ mod tests {
         .unwrap();
         assert_eq!(got[0].1, Ok(json!(true)));
         assert_eq!(got[1].1, Err("the reply was cancelled".to_owned()));
+        // The approval's form offers a scope; a scoped answer becomes the scoped reply.
+        assert_eq!(
+            asked["approval:1"]["requestedSchema"]["properties"]["scope"]["enum"],
+            json!(["call", "run", "session"])
+        );
+        for (answer, reply) in [
+            (
+                json!({"action": "accept", "content": {"scope": "run"}}),
+                json!({"approved": true, "scope": "run"}),
+            ),
+            (
+                json!({"action": "decline", "content": {"scope": "session"}}),
+                json!({"approved": false, "scope": "session"}),
+            ),
+            (
+                json!({"action": "accept", "content": {"scope": "call"}}),
+                json!(true),
+            ),
+        ] {
+            let got = replies(&answers(json!({ "approval:1": answer }))).unwrap();
+            assert_eq!(got[0].1, Ok(reply));
+        }
+        let refused = replies(&answers(
+            json!({"approval:1": {"action": "accept", "content": {"scope": "always"}}}),
+        ))
+        .unwrap_err();
+        assert!(
+            refused.message.contains("unknown approval scope"),
+            "{}",
+            refused.message
+        );
 
         for (bad, why) in [
             (

@@ -31,8 +31,8 @@ use codemode_runtime::run_code::{self, is_sub_call_id, CodeRequest, CodeRun, Fla
 use codemode_runtime::signal::AbortController;
 use codemode_runtime::tools::plugins::policy::Policy;
 use codemode_runtime::tools::{
-    AgentScope, ApprovalHook, ApprovalOutcome, ApprovalRequest, ContentBlock, RegistrationGuard,
-    Registry, ToolExecutionInput, ToolExecutionResult, RUN_CODE_NAME,
+    AgentScope, ApprovalHook, ApprovalOutcome, ApprovalRequest, ApprovalScope, ContentBlock,
+    RegistrationGuard, Registry, ToolExecutionInput, ToolExecutionResult, RUN_CODE_NAME,
 };
 use codemode_sdk_gen::{render_declarations, Language, ToolSchema};
 use futures::future::BoxFuture;
@@ -872,17 +872,22 @@ impl ApprovalHook for ElicitApproval {
             let params: Result<ElicitRequestParams, _> = serde_json::from_value(json!({
                 "mode": "form",
                 "message": format!("Allow tool \"{}\" with {shown}?", request.tool_name),
-                "requestedSchema": {"type": "object", "properties": {}},
+                "requestedSchema": {"type": "object", "properties": {
+                    "scope": crate::input::SCOPE_FIELD.clone(),
+                }},
             }));
             let Ok(params) = params else {
                 return ApprovalOutcome::Unavailable;
             };
             tokio::select! {
                 answer = peer.create_elicitation(params) => match answer {
-                    Ok(result) => match result.action {
-                        ElicitationAction::Accept => ApprovalOutcome::AllowedOnce,
-                        ElicitationAction::Decline => ApprovalOutcome::Rejected,
-                        ElicitationAction::Cancel => ApprovalOutcome::Cancelled,
+                    Ok(result) => match (result.action, answered_scope(result.content.as_ref())) {
+                        // A scope this version cannot read decides nothing beyond the call.
+                        (ElicitationAction::Accept, Ok(Some(scope))) => ApprovalOutcome::AllowedFor(scope),
+                        (ElicitationAction::Accept, _) => ApprovalOutcome::AllowedOnce,
+                        (ElicitationAction::Decline, Ok(Some(scope))) => ApprovalOutcome::RejectedFor(scope),
+                        (ElicitationAction::Decline, _) => ApprovalOutcome::Rejected,
+                        (ElicitationAction::Cancel, _) => ApprovalOutcome::Cancelled,
                         // An answer this version does not know cannot approve anything.
                         _ => ApprovalOutcome::Unavailable,
                     },
@@ -891,6 +896,15 @@ impl ApprovalHook for ElicitApproval {
                 _ = request.signal.aborted() => ApprovalOutcome::Cancelled,
             }
         })
+    }
+}
+
+/// The `scope` an approval's answer names (`None`: this call only).
+fn answered_scope(content: Option<&Value>) -> Result<Option<ApprovalScope>, String> {
+    match content.and_then(|c| c.get("scope")) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(scope)) => ApprovalScope::parse(scope),
+        Some(other) => Err(format!("scope must be a string, not {other}")),
     }
 }
 

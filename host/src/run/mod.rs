@@ -44,7 +44,7 @@ mod stack;
 
 pub(crate) use admission::{Admission, MemoryCap};
 pub(crate) use outcome::{failure_before_start, failure_from_stop};
-pub(crate) use pause::pristine_memory;
+pub(crate) use pause::{pristine_memory, read_approval};
 
 use admission::admit;
 use event_loop::drive;

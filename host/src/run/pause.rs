@@ -3,7 +3,9 @@
 
 use std::time::Instant;
 
-use codemode_runtime::code::{FailureCause, FailureKind, PausedRun, PendingCall, RunFailure};
+use codemode_runtime::code::{
+    BindingRef, FailureCause, FailureKind, PausedRun, PendingCall, RunFailure,
+};
 use codemode_runtime::json;
 use codemode_runtime::signal::AbortSignal;
 use serde_json::Value;
@@ -172,6 +174,8 @@ impl RunState {
             logs: self.logs.clone(),
             pause_on: self.pause_on.clone(),
             approve_on: self.approve_on.clone(),
+            approved: self.approved.clone(),
+            declined: self.declined.clone(),
         }
     }
 
@@ -185,7 +189,10 @@ impl RunState {
     }
 
     /// Answers pending call `id`: a result is delivered; an approval's `true` makes the call
-    /// now (through its binding, like any call), anything else denies it.
+    /// now (through its binding, like any call), anything else denies it. An approval answered
+    /// `{"approved": bool, "scope": "run" | "session"}` decides the same way every other call
+    /// of the tool the run waits on and makes from now on (a session's answer is kept with
+    /// the run: its state is all a paused run carries of its session).
     pub(super) fn answer(&mut self, id: u32, reply: Result<Value, String>) {
         let Some(call) = self.pausing.remove(&id) else {
             return;
@@ -194,6 +201,36 @@ impl RunState {
             let frame = self.delivery_for(id, reply);
             self.ready.push_back(frame);
             return;
+        }
+        let (reply, scoped) = match read_approval(&reply) {
+            Ok(Some((approved, scoped))) => (Ok(Value::Bool(approved)), scoped),
+            Ok(None) => (reply, false),
+            Err(message) => (Err(message), false),
+        };
+        if scoped {
+            let binding = BindingRef::new(call.global.clone(), call.name.clone());
+            let approved = matches!(reply, Ok(Value::Bool(true)));
+            if approved {
+                self.approved.insert(binding);
+            } else {
+                self.declined.insert(binding);
+            }
+            let others: Vec<u32> = self
+                .pausing
+                .iter()
+                .filter(|(_, c)| c.approval && c.global == call.global && c.name == call.name)
+                .map(|(other, _)| *other)
+                .collect();
+            for other in others {
+                let decision = match approved {
+                    true => Ok(Value::Bool(true)),
+                    false => Err(format!(
+                        "tool \"{}\" was declined for the rest of this run",
+                        record_name(&call.name)
+                    )),
+                };
+                self.answer(other, decision);
+            }
         }
         let denial = match reply {
             Ok(Value::Bool(true)) => match self.binding(&call.global, &call.name) {
@@ -225,6 +262,8 @@ impl RunState {
         self.logs = host.logs.clone();
         self.pause_on.extend(host.pause_on.iter().cloned());
         self.approve_on.extend(host.approve_on.iter().cloned());
+        self.approved.extend(host.approved.iter().cloned());
+        self.declined.extend(host.declined.iter().cloned());
         for call in &host.pending {
             self.open_calls.insert(
                 call.id,
@@ -248,6 +287,29 @@ impl RunState {
             let at = now + std::time::Duration::from_nanos(timer.remaining_ns);
             self.arm_timer(timer.id, at);
         }
+    }
+}
+
+/// What an approval's reply decides: `Some((approved, for the rest of the run))`, `None` for a
+/// rejection with a message. Besides `true` and `false` an answer may be `{"approved": bool,
+/// "scope": "call" | "run" | "session"}`; `Err` says what is wrong with any other value.
+pub(crate) fn read_approval(reply: &Result<Value, String>) -> Result<Option<(bool, bool)>, String> {
+    const EXPECTED: &str = "reply true to make the call, false to deny it, {\"approved\": true|false, \"scope\": \"call\"|\"run\"|\"session\"} to decide every call of the tool in that scope, or reject it with a message";
+    match reply {
+        Err(_) => Ok(None),
+        Ok(Value::Bool(approved)) => Ok(Some((*approved, false))),
+        Ok(Value::Object(answer)) => {
+            let Some(Value::Bool(approved)) = answer.get("approved") else {
+                return Err(EXPECTED.to_owned());
+            };
+            let scope = match answer.get("scope") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(scope)) => codemode_runtime::tools::ApprovalScope::parse(scope)?,
+                Some(_) => return Err(EXPECTED.to_owned()),
+            };
+            Ok(Some((*approved, scope.is_some())))
+        }
+        Ok(_) => Err(EXPECTED.to_owned()),
     }
 }
 

@@ -297,6 +297,10 @@ pub struct RunState {
     pub(crate) pause_on: BTreeSet<BindingRef>,
     /// Bindings whose calls pause the run for an approval.
     pub(crate) approve_on: BTreeSet<BindingRef>,
+    /// Of those, the ones an answer allowed for the rest of the run.
+    pub(crate) approved: BTreeSet<BindingRef>,
+    /// Bindings an answer declined for the rest of the run.
+    pub(crate) declined: BTreeSet<BindingRef>,
     pub(crate) pausing: BTreeMap<u32, PausingCall>,
     /// A timer due within this keeps the run waiting instead of pausing.
     pub(crate) pause_threshold: std::time::Duration,
@@ -356,6 +360,8 @@ impl RunState {
             random_counter: 0,
             pause_on: BTreeSet::new(),
             approve_on: BTreeSet::new(),
+            approved: BTreeSet::new(),
+            declined: BTreeSet::new(),
             pausing: BTreeMap::new(),
             pause_threshold: crate::durable::DEFAULT_PAUSE_THRESHOLD,
             preinitializing: false,
@@ -531,7 +537,17 @@ impl RunState {
         self.open_call(id, global, name, argument_bytes);
         let named =
             |set: &BTreeSet<BindingRef>| set.iter().any(|b| b.global == global && b.name == name);
-        let approval = named(&self.approve_on);
+        if named(&self.declined) {
+            json::drop_deep(args);
+            let message = format!(
+                "tool \"{}\" was declined for the rest of this run",
+                record_name(name)
+            );
+            let frame = self.delivery_for(id, Err(message));
+            self.ready.push_back(frame);
+            return;
+        }
+        let approval = named(&self.approve_on) && !named(&self.approved);
         if approval || named(&self.pause_on) {
             let arguments = json::to_string(&args);
             json::drop_deep(args);

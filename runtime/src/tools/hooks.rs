@@ -98,18 +98,55 @@ impl PostDecision {
     }
 }
 
-/// The four answers an approval channel can give.
+/// The answers an approval channel can give.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApprovalOutcome {
     /// Allow this one call.
     AllowedOnce,
     /// The user refused the call.
     Rejected,
+    /// Allow this call and, without asking again, every later call of the same tool in the
+    /// scope.
+    AllowedFor(ApprovalScope),
+    /// Refuse this call and every later call of the same tool in the scope.
+    RejectedFor(ApprovalScope),
     /// The request was cancelled before an answer; the call counts as aborted if the caller
     /// was cancelled too.
     Cancelled,
     /// No channel could ask anyone.
     Unavailable,
+}
+
+/// How far an approval answer reaches beyond the call it was asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ApprovalScope {
+    /// The rest of the run the call belongs to (the agent's call and every call its
+    /// program makes).
+    Run,
+    /// The rest of the agent's session (a CLI invocation, an MCP session).
+    Session,
+}
+
+impl ApprovalScope {
+    /// `run` or `session`, as answers spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalScope::Run => "run",
+            ApprovalScope::Session => "session",
+        }
+    }
+
+    /// Reads `call` (`None`: this call only), `run` or `session`; `Err` for anything else.
+    pub fn parse(text: &str) -> Result<Option<Self>, String> {
+        match text {
+            "call" => Ok(None),
+            "run" => Ok(Some(ApprovalScope::Run)),
+            "session" => Ok(Some(ApprovalScope::Session)),
+            other => Err(format!(
+                "unknown approval scope {other:?}: use call, run or session"
+            )),
+        }
+    }
 }
 
 /// What an approval channel is asked.
@@ -129,7 +166,9 @@ pub struct ApprovalRequest {
     pub signal: AbortSignal,
 }
 
-/// Resolves `ask` decisions. Anything but `AllowedOnce` denies; a failure fails closed.
+/// Resolves `ask` decisions. Anything but an allowing answer denies; a failure fails closed.
+/// Scoped answers are remembered by the registry: later calls in their scope are decided
+/// without the hook.
 pub trait ApprovalHook: Send + Sync + 'static {
     /// Asks for approval of one call and resolves with the answer.
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome>;

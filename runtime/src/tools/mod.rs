@@ -38,6 +38,7 @@
 //! Architecture invariant: this module knows nothing about wasm or about any code runtime; the
 //! `run_code` tool plugs in through [`Registry::set_code_transport`] and the name is reserved here.
 
+mod approvals;
 pub mod content;
 pub mod definition;
 pub mod error;
@@ -58,8 +59,8 @@ pub use definition::{
 pub use error::{codes, ErrorInfo, RegistryError, ToolError};
 pub use events::{EventSink, JsonlWriter, SessionEvent};
 pub use hooks::{
-    ApprovalHook, ApprovalOutcome, ApprovalRequest, ExecuteCall, ExecuteNext, PostDecision,
-    PostNext, PreDecision, PreNext,
+    ApprovalHook, ApprovalOutcome, ApprovalRequest, ApprovalScope, ExecuteCall, ExecuteNext,
+    PostDecision, PostNext, PreDecision, PreNext,
 };
 pub use pipeline::{StagedCall, ToolCall, ToolExecutionInput};
 pub use registry::{ExecutionMode, RegistrationGuard, Registry, Restriction, ToolMode};

@@ -557,8 +557,17 @@ async fn ask(
     })
     .await?;
     Ok(match outcome {
-        ApprovalOutcome::AllowedOnce => (PreDecision::Allow, false),
+        ApprovalOutcome::AllowedOnce | ApprovalOutcome::AllowedFor(_) => {
+            (PreDecision::Allow, false)
+        }
         ApprovalOutcome::Rejected => (deny(format!("the user rejected tool \"{name}\"")), false),
+        ApprovalOutcome::RejectedFor(scope) => (
+            deny(format!(
+                "the user rejected tool \"{name}\" for the rest of this {}",
+                scope.as_str()
+            )),
+            false,
+        ),
         ApprovalOutcome::Cancelled => (
             deny(format!("approval for tool \"{name}\" was cancelled")),
             true,

@@ -785,9 +785,12 @@ impl Registry {
         self.add_hook(None, |hooks, id| hooks.calls.push((id, Arc::new(observer))))
     }
 
-    /// Mounts the approval channel that resolves `ask` decisions (one at a time; the latest wins).
+    /// Mounts the approval channel that resolves `ask` decisions (one at a time; the latest
+    /// wins). Its scoped answers are remembered for their run or session, and it is asked one
+    /// question at a time per agent (see `tools/approvals.rs`).
     pub fn set_approval(&self, approval: impl ApprovalHook) -> RegistrationGuard {
-        let approval: Arc<dyn ApprovalHook> = Arc::new(approval);
+        let approval: Arc<dyn ApprovalHook> =
+            Arc::new(super::approvals::Remembering::new(Arc::new(approval)));
         self.add_hook(None, |hooks, id| hooks.approval = Some((id, approval)))
     }
 

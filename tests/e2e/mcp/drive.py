@@ -12,6 +12,7 @@ and each step one of
    "meta": {...}}
   {"op": "concurrent", "calls": [{"tool": NAME, "args": {...}}, ...]}
   {"op": "notifications"} (the methods of the server's notifications so far, progress aside)
+  {"op": "elicitations"} (the messages of the elicitations the server sent so far)
 A plan's "headers" (http only) go with every request. The answer, printed as one JSON line, is the list of step results. A call's result is
 {"isError", "text", "structured", "images", "progress", "error"?}; a call that raised is
 {"error": message}. A call with "cancel_on_progress" is cancelled when the server first reports
@@ -75,6 +76,7 @@ async def call(session, step):
 
 
 NOTIFICATIONS = []
+ELICITATIONS = []
 
 
 async def on_message(message):
@@ -103,6 +105,8 @@ async def run_steps(session, plan):
             answers.append(await call(session, step))
         elif op == "notifications":
             answers.append(list(NOTIFICATIONS))
+        elif op == "elicitations":
+            answers.append(list(ELICITATIONS))
         elif op == "concurrent":
             results = [None] * len(step["calls"])
 
@@ -125,6 +129,7 @@ async def main():
     elicit = plan.get("elicit")
 
     async def on_elicit(context, params):
+        ELICITATIONS.append(params.message)
         if isinstance(elicit, dict):
             return types.ElicitResult(action=elicit["action"], content=elicit.get("content"))
         return types.ElicitResult(action=elicit, content={} if elicit == "accept" else None)

@@ -1,10 +1,13 @@
-//! `--ask`: approval asked on the controlling terminal. Without one (a pipe, CI, a service) the
-//! answer is `unavailable`, so the call is denied: asking fails closed.
+//! `--ask`: approval asked on the controlling terminal, one key per answer: `y` this call, `r`
+//! every call of the tool for the rest of this run, `s` for the rest of this invocation; `n`
+//! (or nothing) refuses this call, `d` refuses the rest of the run's calls, `D` the rest of
+//! the invocation's. Without a terminal (a pipe, CI, a service) the answer is `unavailable`,
+//! so the call is denied: asking fails closed.
 
 use std::io::{BufRead, BufReader, Write};
 
 use codemode_runtime::json;
-use codemode_runtime::tools::{ApprovalHook, ApprovalOutcome, ApprovalRequest};
+use codemode_runtime::tools::{ApprovalHook, ApprovalOutcome, ApprovalRequest, ApprovalScope};
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
 
@@ -21,7 +24,7 @@ impl ApprovalHook for TerminalApproval {
             arguments = arguments.chars().take(PREVIEW_CHARS).collect::<String>() + "…";
         }
         let question = format!(
-            "codemode: allow tool \"{}\" with {arguments}? [y/N] ",
+            "codemode: allow tool \"{}\" with {arguments}?\n  y: this call, r: every call this run, s: this session; n: no, d: no for this run, D: no for this session [y/r/s/N/d/D] ",
             request.tool_name
         );
         let (answer, answered) = oneshot::channel();
@@ -63,10 +66,19 @@ fn ask(question: &str) -> ApprovalOutcome {
     let mut line = String::new();
     match BufReader::new(&tty).read_line(&mut line) {
         Ok(0) | Err(_) => ApprovalOutcome::Unavailable,
-        Ok(_) => match line.trim().to_ascii_lowercase().as_str() {
-            "y" | "yes" => ApprovalOutcome::AllowedOnce,
-            _ => ApprovalOutcome::Rejected,
-        },
+        Ok(_) => answer(line.trim()),
+    }
+}
+
+/// The outcome a typed answer means; anything unknown refuses the call alone.
+fn answer(typed: &str) -> ApprovalOutcome {
+    match typed {
+        "y" | "Y" | "yes" | "Yes" => ApprovalOutcome::AllowedOnce,
+        "r" | "R" => ApprovalOutcome::AllowedFor(ApprovalScope::Run),
+        "s" | "S" => ApprovalOutcome::AllowedFor(ApprovalScope::Session),
+        "d" => ApprovalOutcome::RejectedFor(ApprovalScope::Run),
+        "D" => ApprovalOutcome::RejectedFor(ApprovalScope::Session),
+        _ => ApprovalOutcome::Rejected,
     }
 }
 
