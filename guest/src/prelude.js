@@ -625,16 +625,6 @@
     }
   }
 
-  // Without the host's fetch tool, `fetch` says why there is no network rather than leaving a
-  // ReferenceError that suggests a typo.
-  defineProperty(globalThis, 'fetch', {
-    value: async function fetch() {
-      throw new TypeErrorCtor('fetch is off: this run may reach no host (codemode turns fetch on with --allow-host HOST)');
-    },
-    writable: true,
-    configurable: true,
-  });
-
   function installFetch(call) {
     async function fetch(input, init) {
       const args = create(null);

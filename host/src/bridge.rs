@@ -33,10 +33,10 @@ pub const MAX_CALLS_PER_RUN: usize = 100_000;
 /// Fuel charged per byte the host copies out of or into guest memory on the guest's behalf,
 /// per byte of JSON it parses, and per byte of randomness it makes: work a program causes
 /// outside wasm is paid from the same compute budget as its own (at `FUEL_PER_MS`, 1 fuel is
-/// 12.5 ps: copying costs the host about 0.2 ns a byte, parsing 3 ns, randomness 1.5 ns).
-pub(crate) const COPY_FUEL_PER_BYTE: u64 = 15;
-pub(crate) const PARSE_FUEL_PER_BYTE: u64 = 230;
-pub(crate) const RANDOM_FUEL_PER_BYTE: u64 = 115;
+/// about 14 ps: copying costs the host about 0.2 ns a byte, parsing 3 ns, randomness 1.5 ns).
+pub(crate) const COPY_FUEL_PER_BYTE: u64 = 14;
+pub(crate) const PARSE_FUEL_PER_BYTE: u64 = 210;
+pub(crate) const RANDOM_FUEL_PER_BYTE: u64 = 105;
 
 /// Charges `bytes × per_byte` fuel before the host does that work; a program that cannot pay
 /// stops with its compute budget spent. (Engines without fuel, for measurements, charge

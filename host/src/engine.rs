@@ -63,16 +63,11 @@ impl Guest {
             .find(|guest| guest.sha256() == sha256)
     }
 
-    /// What the meter divides each region's charge by in this guest's module
-    /// (`codemode_rewrite::meter::instrument_divided`). Monty's interpreter runs its
-    /// operations through far larger regions than Boa's, and charged as Boa is, a Python
-    /// program burned 10 to 17 times the fuel per millisecond of a JavaScript one on the
-    /// benchmark workloads (`codemode bench --lang python`); divided, one compute budget means
-    /// about the same busy time in either language.
-    pub(crate) fn meter_divisor(self) -> u64 {
+    /// How the meter prices this guest's code (`codemode_rewrite::meter::Pricing`).
+    pub(crate) fn pricing(self) -> codemode_rewrite::meter::Pricing {
         match self {
-            Guest::JavaScript => 1,
-            Guest::Python => 13,
+            Guest::JavaScript => codemode_rewrite::meter::Pricing::BOA,
+            Guest::Python => codemode_rewrite::meter::Pricing::MONTY,
         }
     }
 
@@ -362,7 +357,7 @@ fn cache_path(engine: &Engine, interruption: Interruption, guest: Guest) -> Opti
     // The meter is in the module, not in the engine's configuration.
     if interruption.fuel() {
         codemode_rewrite::meter::VERSION.hash(&mut hasher);
-        guest.meter_divisor().hash(&mut hasher);
+        guest.pricing().hash(&mut hasher);
     }
     let key = format!(
         "{}{}-{:016x}.cwasm",
@@ -548,12 +543,8 @@ fn load_module(
         }
     };
     let wasm = if interruption.fuel() {
-        codemode_rewrite::meter::instrument_divided(
-            &prepared.wasm,
-            &prepared.warm,
-            guest.meter_divisor(),
-        )
-        .map_err(EngineError::meter)?
+        codemode_rewrite::meter::instrument_priced(&prepared.wasm, &prepared.warm, guest.pricing())
+            .map_err(EngineError::meter)?
     } else {
         prepared.wasm
     };

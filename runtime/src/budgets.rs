@@ -5,12 +5,14 @@ use std::time::Duration;
 
 use crate::ledger::MIN_OUTPUT_BYTES;
 
-/// Fuel the guest burns per millisecond of Boa compute on the reference machine, so that
-/// `compute_ms` is a close, and above all deterministic, measure of busy time. The guest's
-/// meter charges each region of code for every operator it holds, whichever of them run, so
-/// the rate depends on what a program runs (BENCHMARKS.md gives each workload's); the constant
-/// is the call-heavy workload's, everyday JavaScript.
-pub const FUEL_PER_MS: u64 = 80_000_000;
+/// Fuel a guest burns per millisecond of busy time on the reference machine, so that
+/// `compute_ms` is a close, and above all deterministic, measure of it. Calibrated on the
+/// benchmark workloads (compute, calls, loop and data) of both guests, TypeScript on Boa and
+/// Python on Monty, and a busy loop: measured with `codemode bench --json` (and `--lang
+/// python`) under each guest's pricing (`codemode_rewrite::meter::Pricing`), they burn within
+/// 1.4 times of one another's fuel per millisecond, and this is the middle of that range
+/// (geometrically), so that each workload's budget is within 25 % of its busy time.
+pub const FUEL_PER_MS: u64 = 73_000_000;
 
 /// Node clamps timers above this; the reference keeps the same ceiling for the wall clock.
 pub const MAX_WALL_MS: u64 = 2_147_483_647;

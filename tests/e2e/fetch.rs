@@ -290,9 +290,15 @@ fn hosts_not_allowed_are_refused_before_anything_is_sent() {
         &["--allow-host", "localhost"],
     );
     assert!(error(&out).contains("only http and https URLs are fetched, not file:"));
-    // Without --allow-host there is no fetch, and the global says how to get one.
+    // Without --allow-host there is no fetch, and the error says how to get one.
     let out = run("await fetch('http://example.com/');", &[]);
-    assert!(error(&out).contains("fetch is off"));
+    let message = error(&out);
+    assert!(
+        message.starts_with("ReferenceError: fetch is not defined: this run may reach no host"),
+        "{message}"
+    );
+    let out = run("return typeof fetch;", &[]);
+    assert_eq!(result(&out), "undefined");
     assert!(server.received().is_empty(), "{:?}", server.received());
 }
 

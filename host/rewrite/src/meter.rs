@@ -2,14 +2,16 @@
 //!
 //! Every function entry and every loop header is a *check point*. The code between one check
 //! point and the next that can run without passing another (a function's body outside its
-//! loops, or one loop's body outside the loops nested in it) is a *region*, and its cost is
-//! the number of operators it holds, priced as wasmtime's own fuel prices them (1 each, 0 for
-//! the structural ones). At each check point the region's cost is subtracted from a mutable
-//! `i64` global. Loop headers, and the entries of the functions `plan` picks, also test the
-//! global and call the host's [`EXHAUSTED_IMPORT`] once it is below zero; they are placed so
-//! that no unbounded work can pass without a test. A region's cost does not depend on which
-//! of its branches run, so the meter charges what a region could run rather than what it ran,
-//! and two runs of the same code charge the same. Bulk operations (`memory.copy`,
+//! loops, or one loop's body outside the loops nested in it) is a *region*, and a pass through
+//! it costs a fixed price plus the operators of its costliest path (1 each, 0 for the
+//! structural ones; an `if`'s arms and a branch's targets are alternatives, see
+//! `path_costs`), as a module's [`Pricing`] says. At each check point that cost is subtracted
+//! from a mutable `i64` global.
+//! Loop headers, and the entries of the functions `plan` picks, also test the global and call
+//! the host's [`EXHAUSTED_IMPORT`] once it is below zero; they are placed so that no unbounded
+//! work can pass without a test. A region's cost does not depend on which of its branches run,
+//! so the meter charges what a pass could run rather than what it ran, and two runs of the
+//! same code charge the same. Bulk operations (`memory.copy`,
 //! `memory.fill`, `memory.init`, `table.copy`, `table.fill`, `table.init`) are charged their
 //! length as well, when they run.
 //!
@@ -32,7 +34,7 @@ pub const EXHAUSTED_IMPORT: (&str, &str) = ("codemode", "fuel_exhausted");
 /// Which rewrite a compiled module carries, its warm exports included (they follow the
 /// profile program in the host's `preinit::warm`): part of its cache key, so that a module compiled by an
 /// earlier meter or profile is compiled again.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// The export under which a metered module's fuel global is reachable from the host.
 pub const FUEL_EXPORT: &str = "codemode_fuel";
@@ -46,15 +48,47 @@ const WARM_EXPORT: &str = "codemode_warm_";
 /// together (see the host's `preinit::warm`); the list is a hint, and an index the module lacks is
 /// skipped. The meter does not depend on them.
 pub fn instrument(wasm: &[u8], warm: &[u32]) -> Result<Vec<u8>, String> {
-    instrument_divided(wasm, warm, 1)
+    instrument_priced(wasm, warm, Pricing::BOA)
 }
 
-/// [`instrument`], with what each check point charges for the operators of its region divided
-/// by `divisor` (rounded up; bulk operations still pay a unit per byte). An interpreter whose
-/// dispatch regions are large (Monty's) is charged so about as much per millisecond of its
-/// work as Boa is, and one compute budget means about the same busy time in either guest.
-pub fn instrument_divided(wasm: &[u8], warm: &[u32], divisor: u64) -> Result<Vec<u8>, String> {
-    let layout = Layout::read(wasm, divisor.max(1))?;
+/// What a pass through a check point costs: `(per_pass + the operators of its region's
+/// costliest path) / divisor`, rounded up (bulk operations still pay a unit per byte).
+///
+/// Time follows passes as much as operators: a pass through an interpreter's arithmetic runs
+/// cheap operators, one through a parser's or an allocator's fewer and costlier ones (memory
+/// beyond the cache, branches that miss), and each interpreter has its own mix. Each guest's
+/// pricing is fitted to its benchmark workloads and a busy loop (`codemode bench --json`,
+/// with each workload's fuel at two prices per pass) so that they burn about the same fuel per
+/// millisecond, in either guest, and one `FUEL_PER_MS` means milliseconds for both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Pricing {
+    /// Operators' worth each pass costs besides its own.
+    pub per_pass: u64,
+    /// What the sum is divided by.
+    pub divisor: u64,
+}
+
+impl Pricing {
+    /// Boa's: its workloads ran 28.8 to 53.9 million operators and 0.26 to 0.43 million passes
+    /// per millisecond; priced so, they (and `for(;;){}`) burn within 1.38 times of one
+    /// another's fuel per millisecond (operators alone: 1.9 times).
+    pub const BOA: Pricing = Pricing {
+        per_pass: 110,
+        divisor: 1,
+    };
+
+    /// Monty's: larger regions, whose costliest paths its dispatch seldom runs whole (41 to
+    /// 113 million operators per millisecond, 0.16 to 0.25 million passes); priced so, its
+    /// workloads burn within 1.27 times of one another and about what Boa's do.
+    pub const MONTY: Pricing = Pricing {
+        per_pass: 1850,
+        divisor: 6,
+    };
+}
+
+/// [`instrument`] with `pricing`.
+pub fn instrument_priced(wasm: &[u8], warm: &[u32], pricing: Pricing) -> Result<Vec<u8>, String> {
+    let layout = Layout::read(wasm, pricing)?;
     let functions = layout.signatures.functions();
     let warm = warm.iter().copied().filter(|&f| (f as usize) < functions);
     let mut meter = Metering {
@@ -98,7 +132,7 @@ struct Layout {
 }
 
 impl Layout {
-    fn read(wasm: &[u8], divisor: u64) -> Result<Self, String> {
+    fn read(wasm: &[u8], pricing: Pricing) -> Result<Self, String> {
         let error = |e: wasmparser::BinaryReaderError| format!("reading the module: {e}");
         wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::default())
             .validate_all(wasm)
@@ -191,7 +225,7 @@ impl Layout {
             }
         }
         let imported_functions = layout.signatures.imported_functions;
-        layout.plans = plan(&shapes, imported_functions, &entered_from_outside, divisor);
+        layout.plans = plan(&shapes, imported_functions, &entered_from_outside, pricing);
         Ok(layout)
     }
 
@@ -489,7 +523,7 @@ fn defined(func: u32, imported_functions: u32, defined_functions: usize) -> Opti
 /// Whether each defined function is in a cycle of direct calls (itself included): Tarjan's
 /// strongly connected components, iteratively, so that a deep chain of calls in a hostile
 /// module cannot exhaust the host's stack.
-fn in_cycle(shapes: &[Shape], imported_functions: u32) -> Vec<bool> {
+fn in_cycle(shapes: &[Shape<'_>], imported_functions: u32) -> Vec<bool> {
     let n = shapes.len();
     let edges: Vec<Vec<usize>> = shapes
         .iter()
@@ -557,7 +591,9 @@ fn in_cycle(shapes: &[Shape], imported_functions: u32) -> Vec<bool> {
 }
 
 /// One function's code as the meter sees it.
-struct Shape {
+struct Shape<'a> {
+    /// The function's code, read again by [`path_costs`] once its callees' costs are known.
+    body: FunctionBody<'a>,
     /// The operators in each region: the function's own first, then each loop's in the order
     /// the loops open.
     regions: Vec<u64>,
@@ -569,9 +605,10 @@ struct Shape {
     referenced: Vec<u32>,
 }
 
-impl Shape {
-    fn read(func: &FunctionBody<'_>) -> wasmparser::Result<Self> {
+impl<'a> Shape<'a> {
+    fn read(func: &FunctionBody<'a>) -> wasmparser::Result<Self> {
         let mut shape = Shape {
+            body: func.clone(),
             regions: vec![0],
             calls: Vec::new(),
             indirect_calls: 0,
@@ -622,6 +659,190 @@ impl Shape {
     }
 }
 
+/// What each region of `body` charges: the most operators one pass through it can run, from
+/// its check point to the next one or to the function's end. Arms of an `if` and the targets of
+/// a branch are alternatives, so a region is charged its costliest path rather than every
+/// operator it holds (an interpreter's dispatch is one region with an arm per instruction, of
+/// which each pass runs one). A direct call of a folded function costs what `folded` says.
+/// Still charged before the region runs, and the same on every pass: deterministic.
+fn path_costs(
+    body: &FunctionBody<'_>,
+    regions: usize,
+    folded: impl Fn(u32) -> u64,
+) -> wasmparser::Result<Vec<u64>> {
+    /// An open block: its region, the cost on entering it, and the costliest way to its end
+    /// found so far (branches to it, an `if`'s other arm). A loop's `entry` is the cost its
+    /// parent region had when the loop was entered; a branch to a loop ends a pass.
+    struct Frame {
+        region: usize,
+        is_loop: bool,
+        is_if: bool,
+        entry: Option<u64>,
+        exits: Option<u64>,
+    }
+    fn most(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, None) => a,
+            (None, b) => b,
+        }
+    }
+    let mut costs = vec![0u64; regions];
+    let end = |costs: &mut Vec<u64>, region: usize, cost: Option<u64>| {
+        if let (Some(slot), Some(cost)) = (costs.get_mut(region), cost) {
+            *slot = (*slot).max(cost);
+        }
+    };
+    let mut frames = vec![Frame {
+        region: 0,
+        is_loop: false,
+        is_if: false,
+        entry: Some(0),
+        exits: None,
+    }];
+    let mut next_region = 1;
+    // The costliest way to reach this point of the current region; `None` where no path does.
+    let mut now: Option<u64> = Some(0);
+    // A branch to the frame `depth` levels out: the passes it ends (every loop it leaves, and
+    // the target's when that is a loop) and where it arrives.
+    let branch = |frames: &mut Vec<Frame>, costs: &mut Vec<u64>, depth: u32, now: Option<u64>| {
+        let Some(target) = frames.len().checked_sub(1 + depth as usize) else {
+            return;
+        };
+        let mut arriving = now;
+        for at in (target + 1..frames.len()).rev() {
+            if frames[at].is_loop {
+                let region = frames[at].region;
+                if let (Some(slot), Some(cost)) = (costs.get_mut(region), arriving) {
+                    *slot = (*slot).max(cost);
+                }
+                arriving = frames[at].entry;
+            }
+        }
+        let frame = &mut frames[target];
+        if frame.is_loop {
+            if let (Some(slot), Some(cost)) = (costs.get_mut(frame.region), arriving) {
+                *slot = (*slot).max(cost);
+            }
+        } else {
+            frame.exits = most(frame.exits, arriving);
+        }
+    };
+    let mut reader = body.get_operators_reader()?;
+    while !reader.eof() {
+        let operator = reader.read()?;
+        let region = frames.last().map_or(0, |f| f.region);
+        let step = |now: Option<u64>, by: u64| now.map(|c| c.saturating_add(by));
+        match operator {
+            Operator::Loop { .. } => {
+                // A return from inside the loop ends the parent's pass where the loop began.
+                end(&mut costs, region, now);
+                frames.push(Frame {
+                    region: next_region,
+                    is_loop: true,
+                    is_if: false,
+                    entry: now,
+                    exits: None,
+                });
+                next_region += 1;
+                now = now.map(|_| 0);
+            }
+            Operator::Block { .. } | Operator::TryTable { .. } | Operator::Try { .. } => {
+                frames.push(Frame {
+                    region,
+                    is_loop: false,
+                    is_if: false,
+                    entry: now,
+                    exits: None,
+                });
+            }
+            Operator::If { .. } => {
+                now = step(now, 1);
+                frames.push(Frame {
+                    region,
+                    is_loop: false,
+                    is_if: true,
+                    entry: now,
+                    exits: None,
+                });
+            }
+            Operator::Else | Operator::Catch { .. } | Operator::CatchAll => {
+                if let Some(frame) = frames.last_mut() {
+                    frame.exits = most(frame.exits, now);
+                    now = if matches!(operator, Operator::Else) {
+                        frame.entry
+                    } else {
+                        // Reached from anywhere in the body: as costly as its costliest path.
+                        frame.exits
+                    };
+                    if matches!(operator, Operator::Else) {
+                        frame.is_if = false;
+                    }
+                }
+            }
+            Operator::End | Operator::Delegate { .. } => {
+                let Some(frame) = frames.pop() else {
+                    break;
+                };
+                if frame.is_loop {
+                    end(&mut costs, frame.region, now);
+                    now = frame.entry;
+                } else {
+                    now = most(now, frame.exits);
+                    if frame.is_if {
+                        now = most(now, frame.entry);
+                    }
+                }
+                if frames.is_empty() {
+                    end(&mut costs, 0, now);
+                }
+            }
+            Operator::Br { relative_depth } => {
+                branch(&mut frames, &mut costs, relative_depth, step(now, 1));
+                now = None;
+            }
+            Operator::BrIf { relative_depth }
+            | Operator::BrOnNull { relative_depth }
+            | Operator::BrOnNonNull { relative_depth } => {
+                now = step(now, 1);
+                branch(&mut frames, &mut costs, relative_depth, now);
+            }
+            Operator::BrTable { targets } => {
+                now = step(now, 1);
+                let mut depths: Vec<u32> = targets.targets().collect::<Result<_, _>>()?;
+                depths.push(targets.default());
+                depths.sort_unstable();
+                depths.dedup();
+                for depth in depths {
+                    branch(&mut frames, &mut costs, depth, now);
+                }
+                now = None;
+            }
+            Operator::Return
+            | Operator::Throw { .. }
+            | Operator::Rethrow { .. }
+            | Operator::ThrowRef => {
+                let weight = u64::from(!matches!(operator, Operator::Return));
+                end(&mut costs, region, step(now, weight));
+                now = None;
+            }
+            Operator::ReturnCall { function_index } => {
+                end(&mut costs, region, step(now, 1 + folded(function_index)));
+                now = None;
+            }
+            Operator::ReturnCallIndirect { .. } | Operator::ReturnCallRef { .. } => {
+                end(&mut costs, region, step(now, 1));
+                now = None;
+            }
+            Operator::Unreachable => now = None,
+            Operator::Nop | Operator::Drop => {}
+            Operator::Call { function_index } => now = step(now, 1 + folded(function_index)),
+            _ => now = step(now, 1),
+        }
+    }
+    Ok(costs)
+}
+
 /// Most operators a function that is not tested at its entry may run before its callers' next
 /// test: its own regions and those of the untested functions it calls, all counted in full.
 /// A function that could run more is tested at its entry, like a function in a cycle of
@@ -644,10 +865,10 @@ const MAX_CHARGE: u64 = 1 << 40;
 /// a table or a reference (which may close a cycle), or could run more than
 /// [`UNTESTED_LIMIT`] before a test.
 fn plan(
-    shapes: &[Shape],
+    shapes: &[Shape<'_>],
     imported_functions: u32,
     entered_from_outside: &std::collections::HashSet<u32>,
-    divisor: u64,
+    pricing: Pricing,
 ) -> Vec<Plan> {
     let n = shapes.len();
     let defined = |func: u32| defined(func, imported_functions, n);
@@ -682,18 +903,27 @@ fn plan(
     }
     while let Some(i) = ready.pop() {
         let shape = &shapes[i];
-        let mut charges = shape.regions.clone();
+        let folded = |callee: u32| match defined(callee).and_then(|c| costs[c]) {
+            Some(Cost::Folded(cost)) => cost,
+            _ => 0,
+        };
+        // A body that read once reads again; should it not, every operator is counted.
+        let charges = path_costs(&shape.body, shape.regions.len(), folded).unwrap_or_else(|_| {
+            let mut charges = shape.regions.clone();
+            for &(region, callee) in &shape.calls {
+                charges[region] = charges[region].saturating_add(folded(callee));
+            }
+            charges
+        });
         let mut untested_below = 0u64;
         let mut all_folded = true;
-        for &(region, callee) in &shape.calls {
+        for &(_, callee) in &shape.calls {
             let Some(callee) = defined(callee) else {
                 // An import: the host charges for its own work.
                 continue;
             };
             match costs[callee] {
-                Some(Cost::Folded(cost)) => {
-                    charges[region] = charges[region].saturating_add(cost);
-                }
+                Some(Cost::Folded(_)) => {}
                 Some(Cost::Untested(cost)) => {
                     untested_below = untested_below.saturating_add(cost);
                     all_folded = false;
@@ -723,7 +953,11 @@ fn plan(
             plans[i] = Plan {
                 charges: charges
                     .iter()
-                    .map(|&c| c.div_ceil(divisor).min(MAX_CHARGE))
+                    .map(|&c| {
+                        c.saturating_add(pricing.per_pass)
+                            .div_ceil(pricing.divisor.max(1))
+                            .min(MAX_CHARGE)
+                    })
                     .collect(),
                 entry_checked: matches!(cost, Cost::Tested),
             };
@@ -743,24 +977,9 @@ mod tests {
     use super::*;
 
     fn plans(wat: &str) -> Vec<Plan> {
-        Layout::read(&wat::parse_str(wat).unwrap(), 1)
+        Layout::read(&wat::parse_str(wat).unwrap(), Pricing::BOA)
             .unwrap()
             .plans
-    }
-
-    #[test]
-    fn a_divisor_divides_each_check_points_charge_rounding_up() {
-        let wat = r#"(module (func (export "f") (param i32) (result i32)
-            (loop (br_if 0 (i32.eqz (i32.add (local.get 0) (i32.const 1)))))
-            (local.get 0)))"#;
-        let whole = plans(wat);
-        let divided = Layout::read(&wat::parse_str(wat).unwrap(), 3)
-            .unwrap()
-            .plans;
-        assert!(!whole[0].charges.is_empty());
-        let expected: Vec<u64> = whole[0].charges.iter().map(|c| c.div_ceil(3)).collect();
-        assert_eq!(divided[0].charges, expected);
-        assert!(instrument_divided(&wat::parse_str(wat).unwrap(), &[], 3).is_ok());
     }
 
     /// The exports of `wasm`, by name, with the index each refers to.
@@ -875,7 +1094,7 @@ mod tests {
                 (func $in_global (nop) (nop))
                 (func $plain (nop) (nop)))"#,
         );
-        assert_eq!(plans[0].charges, [0]);
+        assert_eq!(plans[0].charges, [Pricing::BOA.per_pass]);
         assert!(plans[1].charges.is_empty(), "folded: nothing refers to it");
     }
 
@@ -907,6 +1126,88 @@ mod tests {
         assert!(!plans[0].charges.is_empty());
     }
 
+    /// What the function's regions cost without the pass's own cost.
+    fn paths(wat: &str) -> Vec<u64> {
+        let plans = plans(wat);
+        plans[0]
+            .charges
+            .iter()
+            .map(|c| c - Pricing::BOA.per_pass)
+            .collect()
+    }
+
+    #[test]
+    fn a_pricing_adds_its_price_per_pass_and_divides() {
+        let wat = r#"(module (func (export "f") (param i32) (result i32)
+            (loop (br_if 0 (i32.eqz (i32.add (local.get 0) (i32.const 1)))))
+            (local.get 0)))"#;
+        let priced = |pricing| {
+            Layout::read(&wat::parse_str(wat).unwrap(), pricing)
+                .unwrap()
+                .plans
+        };
+        let bare = priced(Pricing {
+            per_pass: 0,
+            divisor: 1,
+        });
+        let divided = priced(Pricing {
+            per_pass: 10,
+            divisor: 3,
+        });
+        let expected: Vec<u64> = bare[0]
+            .charges
+            .iter()
+            .map(|c| (c + 10).div_ceil(3))
+            .collect();
+        assert_eq!(divided[0].charges, expected);
+        assert!(instrument_priced(&wat::parse_str(wat).unwrap(), &[], Pricing::MONTY).is_ok());
+    }
+
+    #[test]
+    fn a_region_costs_its_costliest_path_not_every_arm() {
+        // `if` (1) and then the longer arm (3), not both arms (5).
+        let arms = paths(
+            r#"(module (func (export "f") (param i32)
+                (if (local.get 0)
+                    (then (drop (i32.add (i32.const 1) (i32.const 2))))
+                    (else (drop (i32.const 1))))))"#,
+        );
+        assert_eq!(arms, [1 + 1 + 3]);
+        // A dispatch: `br_table` to one of three arms, each leaving the switch with `br`.
+        let dispatch = paths(
+            r#"(module (func (export "f") (param i32)
+                (block $out
+                  (block $c (block $b (block $a
+                    (br_table $a $b $c (local.get 0)))
+                    (drop (i32.const 1)) (br $out))
+                    (drop (i32.add (i32.const 1) (i32.add (i32.const 2) (i32.const 3)))) (br $out))
+                  (drop (i32.const 1)))))"#,
+        );
+        // local.get + br_table, then arm $b: 5 operators and its `br`.
+        assert_eq!(dispatch, [2 + 5 + 1]);
+        // A loop is a region of its own; the function's path goes around it, and an early
+        // exit from the loop ends the loop's pass, not the function's.
+        let looped = paths(
+            r#"(module (func (export "f") (param i32)
+                (drop (i32.const 0))
+                (block $done
+                  (loop $again
+                    (br_if $done (local.get 0))
+                    (drop (i32.const 1))
+                    (br $again)))
+                (drop (i32.const 2))))"#,
+        );
+        assert_eq!(looped, [2, 2 + 2]);
+        // What cannot be reached after a `return` or `unreachable` costs nothing.
+        let returned = paths(
+            r#"(module (func (export "f") (param i32)
+                (if (local.get 0) (then (return)))
+                (unreachable)
+                (drop (i32.const 1))))"#,
+        );
+        assert_eq!(returned, [2]);
+    }
+
     #[test]
     fn wide_memories_are_refused() {
         let wide = wat::parse_str("(module (memory i64 1))").unwrap();
@@ -932,8 +1233,11 @@ mod tests {
         // $leaf: folded (i32.const, i32.const, i32.add; `drop` is free).
         assert!(plans[0].charges.is_empty());
         // $calls_leaf pays for two calls of $leaf at its entry and one in its loop, each a
-        // call (1) plus the leaf's 3.
-        assert_eq!(plans[1].charges, [8, 4]);
+        // call (1) plus the leaf's 3, with the pass's own cost.
+        assert_eq!(
+            plans[1].charges,
+            [8 + Pricing::BOA.per_pass, 4 + Pricing::BOA.per_pass]
+        );
         assert!(!plans[1].entry_checked, "no cycle goes through it");
         assert!(plans[2].entry_checked, "it calls itself");
         assert!(plans[3].entry_checked, "it calls through a table");

@@ -176,13 +176,22 @@ fn better(located: &Located, vocabulary: &Vocabulary, pending: &Pending) -> Opti
         .strip_prefix("ReferenceError: ")
         .and_then(|m| m.strip_suffix(NOT_DEFINED_SUFFIX))
     {
-        // The message names the identifier; only its place may be missing.
+        // The message names the identifier; only its place may be missing, and why a Web
+        // global a program expects is not there.
+        let message = match name {
+            "fetch" => format!("{message}: this run may reach no host (codemode turns fetch on with --allow-host HOST)"),
+            _ => message.to_owned(),
+        };
         if pending.line > 0 {
-            return None;
+            return (name == "fetch").then_some(Better {
+                message,
+                line: pending.line,
+                column: pending.column,
+            });
         }
         let (line, column) = located.free_reference(name)?;
         return Some(Better {
-            message: message.to_owned(),
+            message,
             line,
             column,
         });

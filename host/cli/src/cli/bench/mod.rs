@@ -349,6 +349,11 @@ const LOOP: Workload = Workload {
     samples: 3,
 };
 
+/// The busy time a millisecond of compute budget bought: `busy_ms` over the budget `fuel` is.
+fn busy_per_budget(busy_ms: f64, fuel: u64) -> f64 {
+    busy_ms / (fuel as f64 / FUEL_PER_MS as f64).max(1e-9)
+}
+
 /// One run of a workload: its time (guest start to result, without stripping), the fuel it
 /// burned and its value.
 async fn workload_once(
@@ -758,6 +763,15 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         "interruption": interruption,
         "interruption_data": interruption_data,
         "fuel_per_ms_configured": FUEL_PER_MS,
+        // Busy milliseconds per millisecond of `--compute-ms`, workload by workload: how close
+        // the budget's calibration (FUEL_PER_MS and the meter's pricing) is on this machine.
+        "busy_per_budget_ms": {
+            "compute": busy_per_budget(ms(compute), compute_fuel),
+            "calls": busy_per_budget(ms(call_heavy), call_heavy_fuel),
+            "loop": busy_per_budget(ms(counting), counting_fuel),
+            "data": data.get("total_ms").and_then(Value::as_f64).zip(data.get("fuel").and_then(Value::as_u64))
+                .map(|(busy, fuel)| busy_per_budget(busy, fuel)),
+        },
         "guest_module_bytes": match p.language {
             Language::TypeScript => GUEST_WASM.len(),
             Language::Python => PYTHON_GUEST_WASM.len(),
@@ -968,6 +982,15 @@ pub async fn bench(args: BenchArgs) -> u8 {
             None,
         ),
         ("fuel per ms of compute", "fuel_per_ms", "", None),
+        (
+            "busy ms per ms of budget: compute",
+            "/busy_per_budget_ms/compute",
+            "",
+            None,
+        ),
+        ("  calls", "/busy_per_budget_ms/calls", "", None),
+        ("  loop", "/busy_per_budget_ms/loop", "", None),
+        ("  data", "/busy_per_budget_ms/data", "", None),
         (
             "  configured (FUEL_PER_MS)",
             "fuel_per_ms_configured",
