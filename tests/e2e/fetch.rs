@@ -608,3 +608,31 @@ fn python_programs_fetch_through_tools() {
     );
     assert_eq!(server.received()[0].body, "hi");
 }
+
+#[test]
+fn the_mcp_server_takes_the_same_flags() {
+    use crate::mcp::{drive, run_code, stdio_server};
+    let server = Server::start();
+    let host = format!("127.0.0.1:{}", server.port);
+    let target = stdio_server(&["--allow-host", &host, "--allow-private-network"]);
+    let program = format!(
+        "const r = await fetch('{}');\nreturn [r.status, await r.text()];",
+        server.url("/text")
+    );
+    let answers = drive(
+        serde_json::json!({"steps": [run_code(&program), run_code("await fetch('http://example.com/');")]}),
+        "stdio",
+        &target,
+    );
+    assert_eq!(
+        answers[0]["structured"]["result"],
+        serde_json::json!([200, "hello"]),
+        "{answers:?}"
+    );
+    let refused = answers[1]["text"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains("example.com:80 is not an allowed host"),
+        "{answers:?}"
+    );
+    assert_eq!(server.received().len(), 1);
+}

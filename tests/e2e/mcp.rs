@@ -61,7 +61,7 @@ fn document(out: &Output) -> Value {
 }
 
 /// Runs the Python client's `plan` against `target` and returns its answers.
-fn drive(plan: Value, transport: &str, target: &[String]) -> Vec<Value> {
+pub(crate) fn drive(plan: Value, transport: &str, target: &[String]) -> Vec<Value> {
     let out = Command::new("python3")
         .arg(repo().join("tests/e2e/mcp/drive.py"))
         .arg(plan.to_string())
@@ -80,13 +80,13 @@ fn drive(plan: Value, transport: &str, target: &[String]) -> Vec<Value> {
     }
 }
 
-fn stdio_server(args: &[&str]) -> Vec<String> {
+pub(crate) fn stdio_server(args: &[&str]) -> Vec<String> {
     let mut target = vec![binary().display().to_string(), "mcp".to_owned()];
     target.extend(args.iter().map(|a| a.to_string()));
     target
 }
 
-fn run_code(code: &str) -> Value {
+pub(crate) fn run_code(code: &str) -> Value {
     json!({"op": "call", "tool": "run_code", "args": {"code": code, "description": "Test program"}})
 }
 
