@@ -496,3 +496,61 @@ fn the_job_limit_holds_across_sessions() {
     );
     drop(server);
 }
+
+#[test]
+fn tools_list_changed_is_offered_only_where_it_can_be_delivered() {
+    let offered = |args: &[&str], env: &[(&str, &str)]| {
+        let server = Server::start(args, env);
+        let answer = initialize(server.addr, &[]);
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let json = answer
+            .body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .find(|l| l.contains("jsonrpc"))
+            .unwrap_or(&answer.body)
+            .trim()
+            .to_owned();
+        let value: serde_json::Value = serde_json::from_str(&json).expect("a JSON-RPC answer");
+        value["result"]["capabilities"]["tools"].clone()
+    };
+    // A session's stream can carry the notification.
+    assert_eq!(offered(&[], &[])["listChanged"], true);
+    // A 2026-07-28 client hears of changes only through `subscriptions/listen`, not served.
+    let server = Server::start(&[], &[]);
+    let discover = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}}}"#;
+    let answer = request(
+        server.addr,
+        "POST",
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "server/discover"),
+        ],
+        discover,
+    );
+    let json = answer
+        .body
+        .lines()
+        .map(|l| l.strip_prefix("data:").unwrap_or(l))
+        .find(|l| l.contains("jsonrpc"))
+        .unwrap_or_default();
+    let value: serde_json::Value = serde_json::from_str(json.trim()).expect("a JSON-RPC answer");
+    assert_eq!(
+        value["result"]["capabilities"]["tools"],
+        serde_json::json!({}),
+        "{value}"
+    );
+    // A stateless server has no stream to carry it on.
+    let dir = temp_dir("http-stateless-caps");
+    let state = dir.join("state");
+    let key = (
+        "CODEMODE_STATE_KEY",
+        "0123456789abcdef0123456789abcdef-caps",
+    );
+    let tools = offered(
+        &["--stateless", "--state", &state.display().to_string()],
+        &[key],
+    );
+    assert!(tools.is_object(), "{tools}");
+    assert_eq!(tools.get("listChanged"), None, "{tools}");
+}

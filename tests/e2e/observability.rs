@@ -637,3 +637,18 @@ fn the_sandbox_is_prepared_ahead_of_time_or_off_the_request_path() {
     assert_eq!(server.get("/readyz", true), (200, "ready\n".to_owned()));
     drop(server.process);
 }
+
+#[test]
+fn codemode_introduces_itself_to_upstream_servers_and_offers_a_version_with_initialize() {
+    let out = codemode_e2e::output_with_stdin(
+        Command::new(binary()).args(["run", "--json", "--mcp", &recorder(), "-"]),
+        "return JSON.parse((await tools.mcp__rec__whoami({})).result);",
+    );
+    let value: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(
+        value["result"],
+        json!({"name": "codemode", "version": env!("CARGO_PKG_VERSION"), "protocolVersion": "2025-11-25"}),
+        "{value}"
+    );
+}

@@ -37,10 +37,10 @@ use codemode_runtime::tools::{
 use codemode_sdk_gen::{render_declarations, Language, ToolSchema};
 use futures::future::BoxFuture;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ElicitRequestParams,
-    ElicitationAction, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
-    UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, DiscoverResult,
+    ElicitRequestParams, ElicitationAction, GetTaskParams, GetTaskResult, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -88,6 +88,9 @@ pub struct Served {
     tasks: OnceLock<ServedTasks>,
     /// `search_tools` registered for programs, while discovery is on.
     searching: Mutex<Option<RegistrationGuard>>,
+    /// No notification can reach a client (a stateless server): `tools.listChanged` is not
+    /// offered.
+    unannounced: std::sync::atomic::AtomicBool,
 }
 
 /// How a server turns long calls into tasks (the MCP tasks extension).
@@ -228,6 +231,7 @@ impl Served {
             pausing: OnceLock::new(),
             tasks: OnceLock::new(),
             searching: Mutex::new(None),
+            unannounced: std::sync::atomic::AtomicBool::new(false),
         });
         served.offer_search();
         served
@@ -249,6 +253,13 @@ impl Served {
                 Err(e) => tracing::warn!("programs cannot call {SEARCH_TOOLS_NAME}: {e}"),
             }
         }
+    }
+
+    /// Says that no notification reaches this server's clients (`--stateless`: every request
+    /// stands alone), so that it does not offer `tools.listChanged`.
+    pub fn without_notifications(&self) {
+        self.unannounced
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The language programs and declarations are written in.
@@ -749,8 +760,10 @@ impl Session {
 }
 
 impl ServerHandler for Session {
+    /// What `initialize` answers. `tools.listChanged` only where the notification can reach
+    /// the client: a session's stream, not a stateless server.
     fn get_info(&self) -> ServerConfig {
-        let capabilities = if self.served.tasks.get().is_some() {
+        let mut capabilities = if self.served.tasks.get().is_some() {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
@@ -762,12 +775,38 @@ impl ServerHandler for Session {
                 .enable_tool_list_changed()
                 .build()
         };
+        if self
+            .served
+            .unannounced
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            if let Some(tools) = capabilities.tools.as_mut() {
+                tools.list_changed = None;
+            }
+        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("codemode", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
                 "Call `run_code` with a {} program that calls the tools its description declares; only what the program prints or returns comes back.",
                 self.served.language().title()
             ))
+    }
+
+    /// What `server/discover` answers (2026-07-28 clients): no `tools.listChanged`, since such
+    /// a client hears of changes only through `subscriptions/listen`, which this server does
+    /// not serve.
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, McpError> {
+        let mut info = self.get_info();
+        if let Some(tools) = info.capabilities.tools.as_mut() {
+            tools.list_changed = None;
+        }
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            info,
+        ))
     }
 
     async fn list_tools(

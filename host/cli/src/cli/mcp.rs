@@ -129,6 +129,9 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
     let served = Served::new(session.registry.clone(), tools, &presentation);
     let _ = served_slot.set(Arc::downgrade(&served));
     served.preparing(readiness.clone());
+    if args.stateless {
+        served.without_notifications();
+    }
     if let Some(pausing) = served_pausing {
         served.keep_paused_runs(pausing);
     }

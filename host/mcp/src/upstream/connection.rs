@@ -14,7 +14,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
-use rmcp::model::{ProgressNotificationParam, ProgressToken, Tool};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, Tool,
+};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::ServiceExt;
 use tokio::sync::{mpsc, Notify};
@@ -206,6 +209,16 @@ impl rmcp::ClientHandler for Client {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.relist.notify_one();
+    }
+
+    /// codemode by name and version, offering in `initialize` the newest protocol that still
+    /// has it (2025-11-25): a server answers with the version it speaks, which codemode takes.
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("codemode", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 }
 
