@@ -22,9 +22,18 @@ use serde_json::Value;
 
 pub use serde_json::json;
 
+/// This crate's directory: as `cargo test` names it when it runs the tests, else as it was at
+/// build time. A test binary reused from another checkout of the same sources (a shared target
+/// directory is not rebuilt for a new path) would otherwise read that checkout's files.
+pub fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 /// The repository's `fixtures/` directory.
 pub fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+    crate::manifest_dir().join("../fixtures")
 }
 
 /// Every `.ts` file of `fixtures/<dir>`, sorted: its name without the extension, and its text.
@@ -233,9 +242,7 @@ pub fn value(result: &RunResult) -> Value {
 /// codemode (default budgets, an echo tool) and returns the cases each made, Node's first.
 /// Both must return arrays of the same length, of at least `at_least` cases.
 pub async fn fixture_cases_beside_node(fixture: &str, at_least: usize) -> (Vec<Value>, Vec<Value>) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures")
-        .join(fixture);
+    let path = crate::manifest_dir().join("../fixtures").join(fixture);
     let body = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("the fixture {}: {e}", path.display()));
     let script = format!(

@@ -4,7 +4,6 @@
 //! or a row added, renamed or changed without the code, fails here.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use codemode_runtime::ledger::MIN_OUTPUT_BYTES;
 use codemode_runtime::run_code::DEFAULT_MAX_PARALLEL_SUB_CALLS;
@@ -38,7 +37,7 @@ fn guest_stack_bytes() -> u64 {
 }
 
 fn doc(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name);
+    let path = crate::manifest_dir().join("..").join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

@@ -60,7 +60,7 @@ fn named(text: &str) -> BTreeSet<String> {
 
 #[test]
 fn each_module_imports_only_modules_below_it() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let root = crate::manifest_dir().join("src");
     let mut files = Vec::new();
     sources(&root, &mut files);
     let mut wrong = Vec::new();
@@ -89,7 +89,7 @@ fn each_module_imports_only_modules_below_it() {
 
 #[test]
 fn every_module_of_the_core_has_a_layer() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let root = crate::manifest_dir().join("src");
     let lib = std::fs::read_to_string(root.join("lib.rs")).expect("read lib.rs");
     for line in lib.lines() {
         let Some(name) = line

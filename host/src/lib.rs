@@ -47,3 +47,14 @@ pub use interruption::Interruption;
 pub use preparing::{prepare, Prepared, PreparingRuntime, Readiness};
 pub use run::RunMetrics;
 pub use runtime::{check_memory_cap, Occupancy, SetupError, WasmCodeRuntime};
+
+/// This crate's directory, for tests that read the repository's files: as `cargo test` names
+/// it when it runs them, else as it was at build time. A test binary reused from another
+/// checkout of the same sources (a shared target directory is not rebuilt for a new path)
+/// would otherwise read that checkout's files.
+#[cfg(test)]
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}

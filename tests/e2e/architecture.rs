@@ -3,7 +3,6 @@
 //! and fails on every such path.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 /// The repository's top-level entries. A backticked span is a repository path only when its
 /// first segment is one of them: `lib.rs`, `s3://bucket` or `~/.cache` are not.
@@ -88,7 +87,7 @@ fn only_repository_paths_are_taken_from_the_page() {
 
 #[test]
 fn the_paths_architecture_names_exist() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = codemode_e2e::manifest_dir().join("..");
     let page = std::fs::read_to_string(root.join("ARCHITECTURE.md"))
         .expect("ARCHITECTURE.md is readable at the repository's root");
     let paths = named_paths(&page);

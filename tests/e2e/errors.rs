@@ -4,7 +4,6 @@
 //! known misses; they must still miss (so that a fix is noticed and the header removed).
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use codemode_e2e::*;
@@ -55,7 +54,7 @@ fn node_messages(programs: &[(String, String)]) -> Vec<Option<String>> {
             json!({"name": name, "js": js})
         })
         .collect();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/errors/run-node.mjs");
+    let script = codemode_e2e::manifest_dir().join("e2e/errors/run-node.mjs");
     let mut child = Command::new("node")
         .arg(script)
         .stdin(Stdio::piped())

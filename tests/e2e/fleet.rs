@@ -60,9 +60,7 @@ fn serve(mut command: Command) -> Replica {
 /// Runs the Python driver `script` (under `tests/e2e/`) with `args`, and parses the JSON its
 /// last line prints.
 fn driver(script: &str, args: &[&str]) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("e2e")
-        .join(script);
+    let path = codemode_e2e::manifest_dir().join("e2e").join(script);
     let out = Command::new("python3")
         .arg(path)
         .args(args)

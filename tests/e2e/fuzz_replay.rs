@@ -25,9 +25,7 @@ impl Inputs {
 }
 
 fn fixtures(dir: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures")
-        .join(dir)
+    codemode_e2e::manifest_dir().join("../fixtures").join(dir)
 }
 
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {

@@ -32,7 +32,7 @@ use codemode_sdk_gen::Language;
 use serde_json::{json, Value};
 
 fn corpus() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/hostile/programs");
+    let dir = codemode_e2e::manifest_dir().join("../fixtures/hostile/programs");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("the corpus")
         .filter_map(|e| e.ok().map(|e| e.path()))

@@ -9,7 +9,10 @@ use codemode_host::{Budgets, WasmCodeRuntime};
 use codemode_runtime::code::{CallOutcome, FailureCause, FailureKind, RunResult};
 
 fn fixture(name: &str) -> String {
-    let path = format!("{}/../fixtures/hostile/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../fixtures/hostile/{name}",
+        codemode_e2e::manifest_dir().display()
+    );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

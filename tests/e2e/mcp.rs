@@ -18,7 +18,7 @@ mod upstream_start;
 mod upstreams;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    codemode_e2e::manifest_dir().join("..")
 }
 
 /// An npm-installed MCP server from `tests/toolchain` (`npm ci --prefix tests/toolchain`).

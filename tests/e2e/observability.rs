@@ -24,7 +24,7 @@ const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
 const PARENT_SPAN: &str = "b7ad6b7169203331";
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    codemode_e2e::manifest_dir().join("..")
 }
 
 fn fixture(path: &str) -> String {

@@ -5,13 +5,22 @@
 //! `CODEMODE_BLESS=1 cargo test -p codemode-host --test cli_help` rewrites the snapshots.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
+
+/// This crate's directory: as `cargo test` names it when it runs the tests, else as it was at
+/// build time. A test binary reused from another checkout of the same sources (a shared target
+/// directory is not rebuilt for a new path) would otherwise read that checkout's files.
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
 
 const SUBCOMMANDS: [&str; 6] = ["run", "resume", "mcp", "sdk", "prepare", "bench"];
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    manifest_dir().join("../..")
 }
 
 fn help(args: &[&str]) -> String {

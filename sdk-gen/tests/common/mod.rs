@@ -4,9 +4,18 @@
 use codemode_sdk_gen::{parse_tool_list, ToolSchema};
 use std::path::{Path, PathBuf};
 
+/// This crate's directory: as `cargo test` names it when it runs the tests, else as it was at
+/// build time. A test binary reused from another checkout of the same sources (a shared target
+/// directory is not rebuilt for a new path) would otherwise read that checkout's files.
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 /// The repository root (the crate lives in `<root>/sdk-gen`).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    manifest_dir()
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from(".."))

@@ -226,7 +226,7 @@ fn typescript_fixtures() -> Vec<(std::path::PathBuf, String)> {
             }
         }
     }
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let root = crate::manifest_dir().join("../../fixtures");
     let mut out = Vec::new();
     walk(&root, &mut out);
     out
@@ -268,7 +268,7 @@ fn compare_with_the_reference() {
     assert!(fixtures.len() > 200, "{} fixtures", fixtures.len());
     let mut erased = 0;
     // `fixtures/strip/` holds a case of every erasure; only those named `refused-…` fail.
-    let strip_cases = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/strip");
+    let strip_cases = crate::manifest_dir().join("../../fixtures/strip");
     let name_of = |path: &std::path::Path| {
         path.file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -316,7 +316,7 @@ fn every_variant_of_the_erasure_cases_erases_as_swcs_stripper_does() {
 }
 
 fn compare_variants() {
-    let cases = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/strip");
+    let cases = crate::manifest_dir().join("../../fixtures/strip");
     let mut compared = 0;
     for (path, program) in typescript_fixtures() {
         if !path.starts_with(&cases) {
