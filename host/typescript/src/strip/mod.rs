@@ -9,6 +9,7 @@
 //! and so are decorators (swc does not parse them here), before any sandbox is created.
 
 mod erase;
+mod redeclared;
 mod scan;
 
 use crate::source::{Source, SyntaxError, BASE};
@@ -212,6 +213,14 @@ fn parse_and_erase(program: &str) -> Result<(String, Source), StripError> {
         };
         placed(program, message, at)
     })?;
+    if let Some((at, name)) = redeclared::first(&source.body) {
+        let at = (at.0 as usize).checked_sub(BASE as usize);
+        return Err(placed(
+            program,
+            format!("SyntaxError: Identifier '{name}' has already been declared"),
+            at,
+        ));
+    }
     let mut erased = erase::erase(source.wrapped(), BASE, &source.body).map_err(|refused| {
         placed(
             program,

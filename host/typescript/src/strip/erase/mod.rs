@@ -31,6 +31,8 @@ pub(crate) struct Refusal {
 pub(crate) enum Construct {
     Enum,
     Namespace,
+    GlobalWithoutDeclare,
+    ExportAsNamespace,
     ParameterProperty,
     AngleBracketAssertion,
     UnaryBeforeExponent,
@@ -45,6 +47,12 @@ impl Construct {
             }
             Self::Namespace => {
                 "a TypeScript `namespace` holding values is not supported: programs run with their types stripped, and it needs generated code; use an object or plain functions"
+            }
+            Self::GlobalWithoutDeclare => {
+                "`global { … }` declares types for the global scope and must be `declare global { … }`; code in it would never run: move the code out of the block"
+            }
+            Self::ExportAsNamespace => {
+                "`export as namespace` belongs in a declaration file, not in a program: remove it"
             }
             Self::ParameterProperty => {
                 "TypeScript parameter properties (`constructor(private x: T)`) are not supported: programs run with their types stripped; declare the field and assign it in the constructor"
@@ -311,10 +319,34 @@ impl Eraser<'_> {
     }
 }
 
-/// Whether a `namespace` or `module` declaration declares only types.
+/// Where a namespace outside `declare` has `export as namespace`, which only a declaration
+/// file may.
+fn export_as_namespace(module: &TsModuleDecl) -> Option<swc_common::BytePos> {
+    fn within(body: &TsNamespaceBody) -> Option<swc_common::BytePos> {
+        match body {
+            TsNamespaceBody::TsNamespaceDecl(inner) => within(&inner.body),
+            TsNamespaceBody::TsModuleBlock(block) => {
+                block.body.iter().find_map(|item| match item {
+                    ModuleItem::ModuleDecl(ModuleDecl::TsNamespaceExport(export)) => {
+                        Some(export.span.lo)
+                    }
+                    ModuleItem::Stmt(Stmt::Decl(Decl::TsModule(inner)))
+                        if !inner.declare && !inner.global =>
+                    {
+                        inner.body.as_ref().and_then(within)
+                    }
+                    _ => None,
+                })
+            }
+        }
+    }
+    module.body.as_ref().and_then(within)
+}
+
+/// Whether a `namespace` or `module` declaration declares only types (`global` only under
+/// `declare`: without it the block is refused, see [`Construct::GlobalWithoutDeclare`]).
 fn declares_types_only(module: &TsModuleDecl) -> bool {
     module.declare
-        || module.global
         || matches!(module.id, TsModuleName::Str(_))
         || module.body.as_ref().is_some_and(namespace_types_only)
 }
@@ -441,6 +473,13 @@ impl Visit for Eraser<'_> {
     fn visit_decl(&mut self, n: &Decl) {
         match n {
             Decl::TsEnum(e) if !e.declare => self.refuse(e.span.lo, Construct::Enum),
+            Decl::TsModule(m) if m.global && !m.declare => {
+                self.refuse(m.span.lo, Construct::GlobalWithoutDeclare)
+            }
+            Decl::TsModule(m) if !m.declare && export_as_namespace(m).is_some() => {
+                let at = export_as_namespace(m).unwrap_or(m.span.lo);
+                self.refuse(at, Construct::ExportAsNamespace)
+            }
             Decl::TsModule(m) if !declares_types_only(m) => {
                 self.refuse(m.span.lo, Construct::Namespace)
             }
