@@ -198,12 +198,12 @@ async fn several_pending_calls_pause_twice_and_a_rejection_is_a_tool_call_error(
 #[tokio::test]
 async fn compute_spent_before_a_pause_counts_after_it() {
     let (_temp, dir) = state_dir("compute");
-    let spin = "let x = 0; for (let i = 0; i < 300000; i++) { x = (x + i) % 7; }";
+    let spin = "for (let i = 0; i < 300000; i++) { x = (x + i) % 7; }";
     // What one spin costs, measured rather than guessed.
     let (alone, metrics) = WasmCodeRuntime::new(Budgets::default())
         .unwrap()
         .run_measured(RunRequest {
-            program: format!("{spin} return x;"),
+            program: format!("let x = 0; {spin} return x;"),
             ..Default::default()
         })
         .await
@@ -216,7 +216,7 @@ async fn compute_spent_before_a_pause_counts_after_it() {
         ..Budgets::default()
     };
     let rt = runtime(&dir, budgets);
-    let program = format!("{spin} await tools.approve({{}}); {spin} return x;");
+    let program = format!("let x = 0; {spin} await tools.approve({{}}); {spin} return x;");
     let first = start(&rt, &program).await;
     let pause = paused(&first);
     let id = pause.pending[0].call_id.clone();
