@@ -702,3 +702,85 @@ fn a_sessions_jobs_end_with_the_session() {
     child.kill().unwrap();
     let _ = child.wait();
 }
+
+fn asker() -> String {
+    format!(
+        "ask=python3 {}",
+        repo().join("fixtures/mcp-servers/asker.py").display()
+    )
+}
+
+#[test]
+fn an_upstream_servers_question_reaches_the_client_of_the_call_and_its_answer_returns() {
+    let program = "return (await tools.mcp__ask__color({})).result;";
+    let server = stdio_server(&["--mcp", &asker()]);
+    let ask = |elicit: Value| {
+        drive(
+            json!({"elicit": elicit, "steps": [run_code(program), {"op": "elicitations"}]}),
+            "stdio",
+            &server,
+        )
+    };
+    let accepted = ask(json!({"action": "accept", "content": {"color": "green"}}));
+    assert_eq!(
+        accepted[0]["structured"]["result"], "accept:green",
+        "{accepted:?}"
+    );
+    assert_eq!(accepted[1], json!(["Which color?"]), "{accepted:?}");
+    let declined = ask(json!("decline"));
+    assert_eq!(
+        declined[0]["structured"]["result"], "decline",
+        "{declined:?}"
+    );
+    // A client that cannot be asked: the question is declined for it.
+    let unasked = ask(Value::Null);
+    assert_eq!(unasked[0]["structured"]["result"], "decline", "{unasked:?}");
+}
+
+#[test]
+fn under_codemode_run_an_upstream_servers_question_is_asked_on_the_terminal() {
+    use std::io::Write;
+    let dir = temp_dir("upstream-question");
+    let program = dir.join("program.ts");
+    std::fs::write(&program, "return (await tools.mcp__ask__color({})).result;").unwrap();
+    let answer = |typed: &str| {
+        let command = format!(
+            "{} run --json --mcp '{}' {}",
+            binary().display(),
+            asker(),
+            program.display()
+        );
+        let mut child = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("script(1) from util-linux");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(typed.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let red = answer("y\nred\n");
+    assert!(
+        red.contains("mcp server \"ask\" asks: Which color?"),
+        "{red}"
+    );
+    assert!(red.contains("\"result\":\"accept:red\""), "{red}");
+    // Enter takes the field's default.
+    let default = answer("y\n\n");
+    assert!(default.contains("Enter for \"blue\""), "{default}");
+    assert!(default.contains("\"result\":\"accept:blue\""), "{default}");
+    assert!(answer("n\n").contains("\"result\":\"decline\""));
+    // Without a terminal there is no one to ask.
+    let out = codemode_e2e::output_with_stdin(
+        Command::new(binary()).args(["run", "--json", "--mcp", &asker(), "-"]),
+        "return (await tools.mcp__ask__color({})).result;",
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"result\":\"decline\""));
+}

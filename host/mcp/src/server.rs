@@ -938,6 +938,40 @@ impl ApprovalHook for ElicitApproval {
     }
 }
 
+/// Upstream servers' questions under `codemode mcp`: an elicitation to the client of the
+/// session whose call the question came during, when the client declared the capability and
+/// its protocol allows a server-to-client request during a call; otherwise declined.
+pub struct ForwardQuestions(pub Arc<std::sync::OnceLock<Weak<Served>>>);
+
+impl crate::upstream::Asker for ForwardQuestions {
+    fn ask(
+        &self,
+        agent: u64,
+        _server: &str,
+        params: ElicitRequestParams,
+    ) -> BoxFuture<'static, rmcp::model::ElicitResult> {
+        let peer = self
+            .0
+            .get()
+            .and_then(Weak::upgrade)
+            .and_then(|served| served.client(agent));
+        Box::pin(async move {
+            let Some(peer) = peer else {
+                return crate::upstream::questions::declined();
+            };
+            let supports = peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.elicitation.is_some());
+            if !supports {
+                return crate::upstream::questions::declined();
+            }
+            peer.create_elicitation(params)
+                .await
+                .unwrap_or_else(|_| crate::upstream::questions::declined())
+        })
+    }
+}
+
 /// The `scope` an approval's answer names (`None`: this call only).
 fn answered_scope(content: Option<&Value>) -> Result<Option<ApprovalScope>, String> {
     match content.and_then(|c| c.get("scope")) {

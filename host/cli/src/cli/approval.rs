@@ -92,3 +92,168 @@ impl ApprovalHook for ApprovedAtResume {
         Box::pin(async { ApprovalOutcome::AllowedOnce })
     }
 }
+
+/// Upstream servers' questions (elicitation) under `codemode run`: asked on the controlling
+/// terminal, field by field (Enter takes a field's default), the answers sent back as the
+/// server's schema types them. Without a terminal the question is declined.
+pub struct TerminalQuestions;
+
+impl codemode_mcp::upstream::Asker for TerminalQuestions {
+    fn ask(
+        &self,
+        _agent: u64,
+        server: &str,
+        params: rmcp::model::ElicitRequestParams,
+    ) -> BoxFuture<'static, rmcp::model::ElicitResult> {
+        let server = server.to_owned();
+        let (answer, answered) = oneshot::channel();
+        // A plain thread, as for approvals: an unanswered read must not hold the runtime.
+        let spawned = std::thread::Builder::new()
+            .name("codemode-question".into())
+            .spawn(move || {
+                let _ = answer.send(put(&server, &params));
+            });
+        Box::pin(async move {
+            let declined = codemode_mcp::upstream::questions::declined;
+            if spawned.is_err() {
+                return declined();
+            }
+            answered.await.ok().flatten().unwrap_or_else(declined)
+        })
+    }
+}
+
+/// Asks `params` on `/dev/tty`; `None` when there is no terminal or the question is not a form.
+fn put(
+    server: &str,
+    params: &rmcp::model::ElicitRequestParams,
+) -> Option<rmcp::model::ElicitResult> {
+    let rmcp::model::ElicitRequestParams::FormElicitationParams {
+        message,
+        requested_schema,
+        ..
+    } = params
+    else {
+        return None;
+    };
+    let schema = serde_json::to_value(requested_schema).ok()?;
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .ok()?;
+    let mut out = &tty;
+    let mut input = BufReader::new(&tty);
+    let mut line = |prompt: &str| -> Option<String> {
+        out.write_all(prompt.as_bytes()).ok()?;
+        out.flush().ok()?;
+        let mut text = String::new();
+        match input.read_line(&mut text) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(text.trim().to_owned()),
+        }
+    };
+    let question: String = message.chars().filter(|c| !c.is_control()).collect();
+    let action = line(&format!(
+        "codemode: mcp server \"{server}\" asks: {question}\n  answer? [y/N] "
+    ))?;
+    if !matches!(action.as_str(), "y" | "Y" | "yes") {
+        return serde_json::from_value(serde_json::json!({"action": "decline"})).ok();
+    }
+    let mut content = serde_json::Map::new();
+    let properties = schema.get("properties").and_then(|p| p.as_object());
+    for (name, field) in properties.into_iter().flatten() {
+        let mut value = None;
+        for _ in 0..3 {
+            let typed = line(&format!("  {}: ", field_prompt(name, field)))?;
+            value = field_value(field, &typed);
+            if value.is_some() {
+                break;
+            }
+        }
+        match value {
+            Some(serde_json::Value::Null) => {}
+            Some(value) => {
+                content.insert(name.clone(), value);
+            }
+            None => return serde_json::from_value(serde_json::json!({"action": "decline"})).ok(),
+        }
+    }
+    serde_json::from_value(serde_json::json!({"action": "accept", "content": content})).ok()
+}
+
+/// `name (what it is, Enter for its default)`.
+fn field_prompt(name: &str, field: &serde_json::Value) -> String {
+    let text = |key: &str| field.get(key).and_then(|v| v.as_str()).unwrap_or_default();
+    let mut about = Vec::new();
+    if !text("description").is_empty() {
+        about.push(text("description").to_owned());
+    }
+    match choices(field) {
+        Some(choices) => about.push(format!("one of {}", choices.join(", "))),
+        None => about.push(text("type").to_owned()),
+    }
+    if let Some(default) = field.get("default") {
+        about.push(format!("Enter for {default}"));
+    }
+    let label = if text("title").is_empty() {
+        name
+    } else {
+        text("title")
+    };
+    format!("{label} ({})", about.join("; "))
+}
+
+/// A field's allowed values, when it lists them (`enum`, or `oneOf` of `const`s).
+fn choices(field: &serde_json::Value) -> Option<Vec<String>> {
+    let listed = field
+        .get("enum")
+        .and_then(|e| e.as_array())
+        .cloned()
+        .or_else(|| {
+            field
+                .get("oneOf")
+                .and_then(|o| o.as_array())
+                .map(|options| {
+                    options
+                        .iter()
+                        .filter_map(|o| o.get("const").cloned())
+                        .collect()
+                })
+        })?;
+    Some(
+        listed
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+    )
+}
+
+/// What `typed` answers for `field`: its default when empty (`Null` without one: left out),
+/// `None` when it is not a value of the field's type.
+fn field_value(field: &serde_json::Value, typed: &str) -> Option<serde_json::Value> {
+    use serde_json::Value;
+    if typed.is_empty() {
+        return Some(field.get("default").cloned().unwrap_or(Value::Null));
+    }
+    if let Some(choices) = choices(field) {
+        return choices
+            .iter()
+            .any(|c| c == typed)
+            .then(|| Value::String(typed.to_owned()));
+    }
+    match field.get("type").and_then(|t| t.as_str()) {
+        Some("boolean") => match typed {
+            "y" | "yes" | "true" => Some(Value::Bool(true)),
+            "n" | "no" | "false" => Some(Value::Bool(false)),
+            _ => None,
+        },
+        Some("integer") => typed.parse::<i64>().ok().map(Value::from),
+        Some("number") => typed
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(Value::Number),
+        _ => Some(Value::String(typed.to_owned())),
+    }
+}

@@ -102,6 +102,12 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
         let served = approval_slot.get().cloned().unwrap_or_default();
         codemode_runtime::tools::ApprovalHook::request(&ElicitApproval(served), request)
     };
+    // Upstream servers' questions go to the client of the session whose call asked.
+    session
+        .questions
+        .answer_with(Arc::new(codemode_mcp::server::ForwardQuestions(
+            served_slot.clone(),
+        )));
     // The sandbox is prepared in the background: `initialize` is answered at once, and runs
     // wait for it (their clients get progress notifications meanwhile).
     // A client that asks for progress hears of each call its program makes.

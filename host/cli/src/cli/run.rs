@@ -268,6 +268,10 @@ pub(super) async fn run_job(
     if job.verbose {
         session.call_sinks.push(std::sync::Arc::new(CallsOnStderr));
     }
+    // Upstream servers' questions go where `--ask` would: the terminal.
+    session
+        .questions
+        .answer_with(std::sync::Arc::new(super::approval::TerminalQuestions));
     let pauses_on_ask = pausing.as_ref().is_some_and(|p| !p.approve_on.is_empty());
     let installed = if pauses_on_ask {
         session.install_run_code(budget, &tools.ask, ApprovedAtResume, pausing)

@@ -35,6 +35,8 @@ pub struct ToolSession {
     /// `--events` (an MCP client's progress, `run --verbose`'s stderr).
     pub call_sinks: Vec<Arc<dyn EventSink>>,
     guards: Vec<RegistrationGuard>,
+    /// Where the upstream servers' questions go (`Questions::answer_with`).
+    pub questions: mcp::upstream::Questions,
     /// The upstream servers' tools, kept in step with their lists.
     registered: mcp::Registered,
     // Dropped last: the registry's tools hold links to these servers.
@@ -193,7 +195,8 @@ impl ToolSession {
                     .map_err(|e| format!("codemode: cannot register fetch: {e}"))?,
             );
         }
-        let (upstreams, failures) = mcp::upstream::start_all(&specs).await;
+        let questions = mcp::upstream::Questions::default();
+        let (upstreams, failures) = mcp::upstream::start_all(&specs, &questions).await;
         for failure in failures {
             tracing::warn!("{failure}; its tools are absent");
         }
@@ -243,6 +246,7 @@ impl ToolSession {
             policy,
             exec,
             call_sinks: Vec::new(),
+            questions,
             guards,
             registered,
             upstreams,

@@ -61,6 +61,13 @@ impl Call {
     }
 
     pub(super) async fn run(&self, args: &Value, ctx: &ToolRunContext) -> Result<Value, ToolError> {
+        // The server's questions during this call go to this call's agent.
+        let _calling = ctx.agent().map(|agent| {
+            self.link
+                .client
+                .questions
+                .calling(self.link.server(), agent.id())
+        });
         let connection = self.link.connection();
         if let Some(why) = connection.health.down() {
             return Err(self.unavailable(&self.link.explain(why)));

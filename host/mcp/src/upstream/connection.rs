@@ -15,10 +15,11 @@ use std::time::{Duration, Instant};
 
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
+    FormElicitationCapability, Implementation, ProgressNotificationParam, ProgressToken,
     ProtocolVersion, Tool,
 };
-use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient, RunningService};
 use rmcp::ServiceExt;
 use tokio::sync::{mpsc, Notify};
 
@@ -196,6 +197,10 @@ pub(super) struct Client {
     pub(super) progress: Arc<ProgressRoutes>,
     /// Told when the server says its list of tools changed.
     pub(super) relist: Arc<Notify>,
+    /// The server's name, for its questions.
+    pub(super) server: String,
+    /// Where its questions go.
+    pub(super) questions: super::Questions,
 }
 
 impl rmcp::ClientHandler for Client {
@@ -211,11 +216,26 @@ impl rmcp::ClientHandler for Client {
         self.relist.notify_one();
     }
 
+    /// A question of the server's, put to the person behind the call it came during.
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        Ok(self.questions.ask(&self.server, request).await)
+    }
+
     /// codemode by name and version, offering in `initialize` the newest protocol that still
     /// has it (2025-11-25): a server answers with the version it speaks, which codemode takes.
+    /// It answers form questions (elicitation), put to the person codemode asks.
     fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        // Form questions only: sampling stays refused (rmcp answers it as a method not found).
+        let mut elicitation = ElicitationCapability::default();
+        elicitation.form = Some(FormElicitationCapability::default());
+        capabilities.elicitation = Some(elicitation);
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("codemode", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)

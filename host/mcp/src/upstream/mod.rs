@@ -19,6 +19,7 @@
 mod call;
 mod connection;
 mod launch;
+pub mod questions;
 mod remote;
 mod spec;
 mod stdio;
@@ -36,6 +37,7 @@ use tokio::sync::{watch, Notify};
 use call::Call;
 pub(crate) use connection::PROGRESS_QUEUE;
 use connection::{lock, Client, Connection, ProgressRoutes};
+pub use questions::{Asker, Questions};
 pub use spec::{Transport, UpstreamError, UpstreamSpec};
 
 /// How long an upstream may take to start and list its tools.
@@ -122,10 +124,16 @@ impl Link {
 impl Upstream {
     /// Starts `spec` (or connects to it) and lists its tools, within `timeout`; a supervisor
     /// then keeps it up.
-    pub async fn start(spec: &UpstreamSpec, timeout: Duration) -> Result<Self, UpstreamError> {
+    pub async fn start(
+        spec: &UpstreamSpec,
+        timeout: Duration,
+        questions: &Questions,
+    ) -> Result<Self, UpstreamError> {
         let client = Client {
             progress: Arc::default(),
             relist: Arc::new(Notify::new()),
+            server: spec.name.clone(),
+            questions: questions.clone(),
         };
         let (connection, tools) = Connection::open(spec, client.clone(), timeout).await?;
         let (tools, _) = watch::channel(Arc::new(tools));
@@ -323,11 +331,14 @@ fn publish(link: &Link, tools: Vec<Tool>) {
 }
 
 /// Starts every server at once; the ones that fail are reported, the rest serve.
-pub async fn start_all(specs: &[UpstreamSpec]) -> (Vec<Upstream>, Vec<UpstreamError>) {
+pub async fn start_all(
+    specs: &[UpstreamSpec],
+    questions: &Questions,
+) -> (Vec<Upstream>, Vec<UpstreamError>) {
     let started = futures::future::join_all(
         specs
             .iter()
-            .map(|spec| Upstream::start(spec, STARTUP_TIMEOUT)),
+            .map(|spec| Upstream::start(spec, STARTUP_TIMEOUT, questions)),
     )
     .await;
     let mut upstreams = Vec::new();
