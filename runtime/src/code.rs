@@ -209,8 +209,9 @@ pub struct PendingCall {
     pub arguments: Value,
     /// The call waits for an approval (`RunRequest::approve_on`): answer `true` to make it,
     /// `false` or a rejection to deny it, or `{"approved": bool, "scope": "run"}` to decide
-    /// every call of the tool for the rest of the run (`"session"` too: a paused run's state
-    /// is all it carries of its session; `"call"` is the plain answer).
+    /// every call of the tool for the rest of the run (`"session"` too, which the host may
+    /// also keep for the session's later runs: `Registry::remember_approval`; `"call"` is
+    /// the plain answer).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub approval: bool,
 }

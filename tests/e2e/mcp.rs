@@ -784,3 +784,59 @@ fn under_codemode_run_an_upstream_servers_question_is_asked_on_the_terminal() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"result\":\"decline\""));
 }
+
+#[test]
+fn a_paused_approval_answered_for_the_session_holds_for_the_sessions_later_runs() {
+    // Approvals pause (--pause-on-ask); a 2025-11-25 client answers on its session with the
+    // scope `session`: the rest of that run and the session's next runs are not asked again.
+    let state = temp_dir("mcp-pausing-scope");
+    let state_dir = state.join("state");
+    let program = "const out = [];\nfor (let i = 0; i < 3; i++) out.push((await tools.echo({ i })).i);\nreturn out;";
+    let server = stdio_server(&[
+        "--builtins",
+        "--ask",
+        "echo",
+        "--pause-on-ask",
+        "--state",
+        state_dir.to_str().expect("a UTF-8 path"),
+    ]);
+    let answers = drive(
+        json!({
+            "elicit": {"action": "accept", "content": {"scope": "session"}},
+            "steps": [run_code(program), run_code(program), {"op": "elicitations"}],
+        }),
+        "stdio",
+        &server,
+    );
+    assert_eq!(
+        answers[0]["structured"]["result"],
+        json!([0, 1, 2]),
+        "{answers:?}"
+    );
+    assert_eq!(
+        answers[1]["structured"]["result"],
+        json!([0, 1, 2]),
+        "{answers:?}"
+    );
+    assert_eq!(answers[2].as_array().map(Vec::len), Some(1), "{answers:?}");
+    // Declined for the session: refused without a question, in this run and the next.
+    let refused = "try { await tools.echo({}); return 'ran'; } catch (e) { return e.message; }";
+    let answers = drive(
+        json!({
+            "elicit": {"action": "decline", "content": {"scope": "session"}},
+            "steps": [run_code(refused), run_code(refused), {"op": "elicitations"}],
+        }),
+        "stdio",
+        &server,
+    );
+    assert_eq!(
+        answers[0]["structured"]["result"], "tool \"echo\" was not approved",
+        "{answers:?}"
+    );
+    assert_eq!(
+        answers[1]["structured"]["result"],
+        "the user rejected tool \"echo\" for the rest of this session",
+        "{answers:?}"
+    );
+    assert_eq!(answers[2].as_array().map(Vec::len), Some(1), "{answers:?}");
+}

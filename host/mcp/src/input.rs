@@ -36,6 +36,16 @@ struct Pending {
     approval: bool,
 }
 
+impl Pause {
+    /// The tool of the approval call `call_id` waits for, if it is one.
+    pub(crate) fn approval_of(&self, call_id: &str) -> Option<&str> {
+        self.pending
+            .iter()
+            .find(|c| c.approval && c.call_id == call_id)
+            .map(|c| c.tool.as_str())
+    }
+}
+
 /// The questions a paused run puts, its pending calls named as the SDK names their tools.
 pub(crate) fn paused(paused: &PausedRun) -> Pause {
     let pending = paused

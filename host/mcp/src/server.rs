@@ -596,9 +596,24 @@ impl Session {
                     rmcp::model::ContentBlock::text(text),
                 ])));
             };
+            let replies = input::replies(&answers)?;
+            // An approval answered for the session holds for this session's later runs too.
+            for (call_id, reply) in &replies {
+                let Ok(Value::Object(answer)) = reply else {
+                    continue;
+                };
+                let session = answer.get("scope").and_then(Value::as_str) == Some("session");
+                if let (true, Some(tool), Some(Value::Bool(allowed))) =
+                    (session, pause.approval_of(call_id), answer.get("approved"))
+                {
+                    self.served
+                        .registry
+                        .remember_approval(&self.agent, tool, *allowed);
+                }
+            }
             resume = Some(Resume {
                 run_id: pause.run_id,
-                replies: input::replies(&answers)?,
+                replies,
             });
         }
     }

@@ -246,6 +246,18 @@ async fn execute(
     let web_fetch = visible()
         .find(|d| d.web_fetch().is_some())
         .map(|d| BindingRef::new("tools", d.name()));
+    // A tool whose approval this session already answered for good is not paused for: the
+    // pipeline decides its calls from that answer.
+    let approve_on: BTreeSet<String> = shared
+        .config
+        .approve_on
+        .iter()
+        .filter(|name| {
+            ctx.agent()
+                .is_none_or(|agent| registry.remembered_approval(agent, name).is_none())
+        })
+        .cloned()
+        .collect();
     drop(definitions);
     drop(registry);
     // The configured tool names, as the members of the `tools` namespace they are bound as.
@@ -255,10 +267,7 @@ async fn execute(
             .map(|name| BindingRef::new("tools", name))
             .collect()
     };
-    let (pause_on, approve_on) = (
-        tools(&shared.config.pause_on),
-        tools(&shared.config.approve_on),
-    );
+    let (pause_on, approve_on) = (tools(&shared.config.pause_on), tools(&approve_on));
     // Only a typed request resumes a run or tightens its budgets: a model's call cannot.
     let (resume, budgets, delivery) = match typed {
         Some(Typed {

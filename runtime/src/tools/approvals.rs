@@ -19,7 +19,23 @@ const KEPT: usize = 4096;
 /// The hook a registry mounts: the channel, behind the memory of scoped answers.
 pub(crate) struct Remembering {
     channel: Arc<dyn ApprovalHook>,
-    memory: Arc<Mutex<Memory>>,
+    memory: Answers,
+}
+
+/// A registry's scoped answers, shared by its approval hook and what answers besides it.
+#[derive(Clone, Default)]
+pub(crate) struct Answers(Arc<Mutex<Memory>>);
+
+impl Answers {
+    pub(crate) fn keep_for_session(&self, agent: u64, tool: &str, allowed: bool) {
+        if let Ok(mut memory) = self.0.lock() {
+            memory.sessions.set(agent, tool, allowed);
+        }
+    }
+
+    pub(crate) fn for_session(&self, agent: u64, tool: &str) -> Option<bool> {
+        self.0.lock().ok()?.sessions.get(&agent, tool)
+    }
 }
 
 #[derive(Default)]
@@ -68,11 +84,8 @@ impl<K: Ord + Clone> Bounded<K> {
 }
 
 impl Remembering {
-    pub(crate) fn new(channel: Arc<dyn ApprovalHook>) -> Self {
-        Self {
-            channel,
-            memory: Arc::default(),
-        }
+    pub(crate) fn new(channel: Arc<dyn ApprovalHook>, memory: Answers) -> Self {
+        Self { channel, memory }
     }
 }
 
@@ -109,7 +122,7 @@ impl Memory {
 impl ApprovalHook for Remembering {
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
         let channel = self.channel.clone();
-        let memory = self.memory.clone();
+        let memory = self.memory.0.clone();
         Box::pin(async move {
             let agent = request.agent.id();
             let run = root_call_id(&request.call_id).to_owned();

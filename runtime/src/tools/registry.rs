@@ -209,6 +209,8 @@ pub(crate) struct Inner {
     state: RwLock<State>,
     hooks: RwLock<Arc<HookSet>>,
     default_mode: ToolMode,
+    /// Approval answers scoped to a run or a session, whichever channel gave them.
+    approvals: super::approvals::Answers,
 }
 
 fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
@@ -400,6 +402,7 @@ impl Registry {
                 state: RwLock::new(State::default()),
                 hooks: RwLock::new(Arc::new(HookSet::default())),
                 default_mode,
+                approvals: super::approvals::Answers::default(),
             }),
         }
     }
@@ -789,9 +792,25 @@ impl Registry {
     /// wins). Its scoped answers are remembered for their run or session, and it is asked one
     /// question at a time per agent (see `tools/approvals.rs`).
     pub fn set_approval(&self, approval: impl ApprovalHook) -> RegistrationGuard {
-        let approval: Arc<dyn ApprovalHook> =
-            Arc::new(super::approvals::Remembering::new(Arc::new(approval)));
+        let approval: Arc<dyn ApprovalHook> = Arc::new(super::approvals::Remembering::new(
+            Arc::new(approval),
+            self.inner.approvals.clone(),
+        ));
         self.add_hook(None, |hooks, id| hooks.approval = Some((id, approval)))
+    }
+
+    /// Keeps an approval answer given outside the approval hook (a paused run's, answered on
+    /// an MCP session) for the rest of `agent`'s session: later calls of `tool` are decided
+    /// by it without asking.
+    pub fn remember_approval(&self, agent: &AgentScope, tool: &str, allowed: bool) {
+        self.inner
+            .approvals
+            .keep_for_session(agent.id(), tool, allowed);
+    }
+
+    /// The answer `agent`'s session holds for `tool`, if one was scoped to it.
+    pub fn remembered_approval(&self, agent: &AgentScope, tool: &str) -> Option<bool> {
+        self.inner.approvals.for_session(agent.id(), tool)
     }
 
     fn add_pre<F, Fut>(&self, scope: Option<&AgentScope>, hook: F) -> RegistrationGuard
