@@ -19,8 +19,8 @@ use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use codemode_runtime::json;
 use codemode_runtime::tools::schema::dsl::{array, number, object, string, Annotate, Parameters};
 use codemode_runtime::tools::{
-    codes, ContentBlock, RegistrationGuard, Registry, RegistryError, Schema, ToolDefinition,
-    ToolError, ToolOutput,
+    ContentBlock, RegistrationGuard, Registry, RegistryError, Schema, ToolDefinition, ToolError,
+    ToolOutput,
 };
 use serde_json::{json, Value};
 
@@ -43,14 +43,6 @@ fn render(_args: &Value, value: &Value) -> Result<Vec<ContentBlock>, ToolError> 
 fn schema(result: Result<Schema, codemode_runtime::tools::SchemaError>) -> Schema {
     // Every schema here is a literal of the DSL, checked by the registration test.
     result.unwrap_or_else(|_| Schema::empty_parameters())
-}
-
-fn invalid_args(message: String) -> ToolError {
-    ToolError::coded(
-        "ToolArgsError",
-        codes::INVALID_ARGS,
-        format!("invalid arguments: {message}"),
-    )
 }
 
 fn echo() -> ToolDefinition {
@@ -77,7 +69,7 @@ fn sleep() -> ToolDefinition {
         .execute(|args, ctx| async move {
             let ms = args.get("ms").and_then(Value::as_f64).unwrap_or(-1.0);
             if !(0.0..=MAX_SLEEP_MS as f64).contains(&ms) {
-                return Err(invalid_args(format!(
+                return Err(ToolError::invalid_arguments(format!(
                     "\"ms\" must be between 0 and {MAX_SLEEP_MS}"
                 )));
             }

@@ -441,6 +441,16 @@ impl Durability {
     /// front end with several guests can pick the one that resumes it. Refusals are worded as
     /// [`Durability::load`] words them; `load` still checks everything when the run resumes.
     pub async fn guest_of(&self, run_id: &str) -> Result<String, String> {
+        let bytes = self.read(run_id).await?;
+        let (header, _) = record::decode(&bytes, self.key.bytes())
+            .map_err(|why| format!("the record of run {run_id} is refused: {why}"))?;
+        Ok(header.guest)
+    }
+
+    /// The bytes of run `run_id`'s record, once its id is one and it is not claimed. A
+    /// consumed run stays consumed whatever its record: one left behind by a failed removal,
+    /// or a copy put back, is never read.
+    async fn read(&self, run_id: &str) -> Result<Vec<u8>, String> {
         if !key::is_run_id(run_id) {
             return Err(format!(
                 "\"{}\" is not a run id (32 hex digits, as a pause reports)",
@@ -453,41 +463,24 @@ impl Durability {
             .get(run_id, MAX_RECORD_BYTES)
             .await
             .map_err(|e| e.to_string())?;
-        let Some(bytes) = found else {
-            return Err(format!(
-                "no paused run {run_id} in {}",
-                self.store.describe()
-            ));
-        };
-        let (header, _) = record::decode(&bytes, self.key.bytes())
-            .map_err(|why| format!("the record of run {run_id} is refused: {why}"))?;
-        Ok(header.guest)
+        match found {
+            Some(bytes) => Ok(bytes),
+            None => {
+                // A racing resume may have claimed it (and dropped the record) since the check.
+                self.refuse_if_claimed(run_id).await?;
+                Err(format!(
+                    "no paused run {run_id} in {}",
+                    self.store.describe()
+                ))
+            }
+        }
     }
 
     /// Reads and checks run `run_id`'s record: not yet resumed, within the size cap,
     /// authentic, from this build, within bounds. Returns its header and its memory runs,
     /// decompressed.
     pub async fn load(&self, run_id: &str, guest: &str, image: &str) -> Result<Loaded, String> {
-        if !key::is_run_id(run_id) {
-            return Err(format!(
-                "\"{}\" is not a run id (32 hex digits, as a pause reports)",
-                run_id.escape_debug()
-            ));
-        }
-        let where_ = self.store.describe();
-        // A consumed run stays consumed whatever its record: one left behind by a failed
-        // removal, or a copy put back, is never read.
-        self.refuse_if_claimed(run_id).await?;
-        let found = self
-            .store
-            .get(run_id, MAX_RECORD_BYTES)
-            .await
-            .map_err(|e| e.to_string())?;
-        let Some(bytes) = found else {
-            // A racing resume may have claimed it (and dropped the record) since the check.
-            self.refuse_if_claimed(run_id).await?;
-            return Err(format!("no paused run {run_id} in {where_}"));
-        };
+        let bytes = self.read(run_id).await?;
         let refused =
             |why: &dyn std::fmt::Display| format!("the record of run {run_id} is refused: {why}");
         let (header, packed) =

@@ -36,14 +36,29 @@ struct Pending {
     approval: bool,
 }
 
-impl Pause {
-    /// The tool of the approval call `call_id` waits for, if it is one.
-    pub(crate) fn approval_of(&self, call_id: &str) -> Option<&str> {
-        self.pending
-            .iter()
-            .find(|c| c.approval && c.call_id == call_id)
-            .map(|c| c.tool.as_str())
-    }
+/// The approvals `replies` answer for the rest of the session (`scope` `session`): each tool
+/// and whether it is allowed.
+pub(crate) fn for_the_session<'p>(
+    pause: &'p Pause,
+    replies: &[(String, Reply)],
+) -> Vec<(&'p str, bool)> {
+    replies
+        .iter()
+        .filter_map(|(call_id, reply)| {
+            let Ok(Value::Object(answer)) = reply else {
+                return None;
+            };
+            if answer.get("scope").and_then(Value::as_str) != Some("session") {
+                return None;
+            }
+            let allowed = answer.get("approved")?.as_bool()?;
+            let call = pause
+                .pending
+                .iter()
+                .find(|c| c.approval && c.call_id == *call_id)?;
+            Some((call.tool.as_str(), allowed))
+        })
+        .collect()
 }
 
 /// The questions a paused run puts, its pending calls named as the SDK names their tools.

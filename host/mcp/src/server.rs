@@ -347,6 +347,14 @@ impl Served {
         peer
     }
 
+    /// The client of `agent`'s session, when it declared that it answers elicitations.
+    fn elicitable_client(&self, agent: u64) -> Option<Peer<RoleServer>> {
+        self.client(agent).filter(|peer| {
+            peer.peer_info()
+                .is_some_and(|info| info.capabilities.elicitation.is_some())
+        })
+    }
+
     /// A new session: its own agent scope.
     pub fn session(self: &Arc<Self>) -> Session {
         let agent = AgentScope::root();
@@ -598,18 +606,10 @@ impl Session {
             };
             let replies = input::replies(&answers)?;
             // An approval answered for the session holds for this session's later runs too.
-            for (call_id, reply) in &replies {
-                let Ok(Value::Object(answer)) = reply else {
-                    continue;
-                };
-                let session = answer.get("scope").and_then(Value::as_str) == Some("session");
-                if let (true, Some(tool), Some(Value::Bool(allowed))) =
-                    (session, pause.approval_of(call_id), answer.get("approved"))
-                {
-                    self.served
-                        .registry
-                        .remember_approval(&self.agent, tool, *allowed);
-                }
+            for (tool, allowed) in input::for_the_session(&pause, &replies) {
+                self.served
+                    .registry
+                    .remember_approval(&self.agent, tool, allowed);
             }
             resume = Some(Resume {
                 run_id: pause.run_id,
@@ -910,17 +910,11 @@ impl ApprovalHook for ElicitApproval {
             // pipeline; one that reaches it was approved in the answer that resumed the run.
             return Box::pin(std::future::ready(ApprovalOutcome::AllowedOnce));
         }
-        let peer = served.and_then(|served| served.client(request.agent.id()));
+        let peer = served.and_then(|served| served.elicitable_client(request.agent.id()));
         Box::pin(async move {
             let Some(peer) = peer else {
                 return ApprovalOutcome::Unavailable;
             };
-            let supports = peer
-                .peer_info()
-                .is_some_and(|info| info.capabilities.elicitation.is_some());
-            if !supports {
-                return ApprovalOutcome::Unavailable;
-            }
             let arguments = codemode_runtime::json::to_string(&request.arguments);
             let shown: String = arguments.chars().take(400).collect();
             let params: Result<ElicitRequestParams, _> = serde_json::from_value(json!({
@@ -969,17 +963,11 @@ impl crate::upstream::Asker for ForwardQuestions {
             .0
             .get()
             .and_then(Weak::upgrade)
-            .and_then(|served| served.client(agent));
+            .and_then(|served| served.elicitable_client(agent));
         Box::pin(async move {
             let Some(peer) = peer else {
                 return crate::upstream::questions::declined();
             };
-            let supports = peer
-                .peer_info()
-                .is_some_and(|info| info.capabilities.elicitation.is_some());
-            if !supports {
-                return crate::upstream::questions::declined();
-            }
             peer.create_elicitation(params)
                 .await
                 .unwrap_or_else(|_| crate::upstream::questions::declined())

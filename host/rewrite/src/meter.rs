@@ -687,12 +687,13 @@ fn path_costs(
             (None, b) => b,
         }
     }
-    let mut costs = vec![0u64; regions];
-    let end = |costs: &mut Vec<u64>, region: usize, cost: Option<u64>| {
+    /// A pass through `region` that ends having cost `cost` (`None`: no path gets there).
+    fn end(costs: &mut [u64], region: usize, cost: Option<u64>) {
         if let (Some(slot), Some(cost)) = (costs.get_mut(region), cost) {
             *slot = (*slot).max(cost);
         }
-    };
+    }
+    let mut costs = vec![0u64; regions];
     let mut frames = vec![Frame {
         region: 0,
         is_loop: false,
@@ -705,25 +706,20 @@ fn path_costs(
     let mut now: Option<u64> = Some(0);
     // A branch to the frame `depth` levels out: the passes it ends (every loop it leaves, and
     // the target's when that is a loop) and where it arrives.
-    let branch = |frames: &mut Vec<Frame>, costs: &mut Vec<u64>, depth: u32, now: Option<u64>| {
+    let branch = |frames: &mut Vec<Frame>, costs: &mut [u64], depth: u32, now: Option<u64>| {
         let Some(target) = frames.len().checked_sub(1 + depth as usize) else {
             return;
         };
         let mut arriving = now;
         for at in (target + 1..frames.len()).rev() {
             if frames[at].is_loop {
-                let region = frames[at].region;
-                if let (Some(slot), Some(cost)) = (costs.get_mut(region), arriving) {
-                    *slot = (*slot).max(cost);
-                }
+                end(costs, frames[at].region, arriving);
                 arriving = frames[at].entry;
             }
         }
         let frame = &mut frames[target];
         if frame.is_loop {
-            if let (Some(slot), Some(cost)) = (costs.get_mut(frame.region), arriving) {
-                *slot = (*slot).max(cost);
-            }
+            end(costs, frame.region, arriving);
         } else {
             frame.exits = most(frame.exits, arriving);
         }

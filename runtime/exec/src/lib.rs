@@ -31,8 +31,8 @@ use codemode_runtime::tools::schema::dsl::{
     array, boolean, null, number, object, one_of, string, Annotate, Parameters,
 };
 use codemode_runtime::tools::{
-    codes, ContentBlock, RegistrationGuard, Registry, RegistryError, Schema, ToolDefinition,
-    ToolError, ToolOutput, ToolRunContext,
+    ContentBlock, RegistrationGuard, Registry, RegistryError, Schema, ToolDefinition, ToolError,
+    ToolOutput, ToolRunContext,
 };
 use serde_json::{json, Value};
 
@@ -142,14 +142,6 @@ fn schema(result: Result<Schema, codemode_runtime::tools::SchemaError>) -> Schem
     result.unwrap_or_else(|_| Schema::empty_parameters())
 }
 
-fn invalid_args(message: impl Into<String>) -> ToolError {
-    ToolError::coded(
-        "ToolArgsError",
-        codes::INVALID_ARGS,
-        format!("invalid arguments: {}", message.into()),
-    )
-}
-
 fn text(content: String) -> Result<Vec<ContentBlock>, ToolError> {
     Ok(vec![ContentBlock::text(content)])
 }
@@ -166,7 +158,9 @@ fn count(args: &Value, name: &str) -> Result<Option<u64>, ToolError> {
             .as_f64()
             .filter(|n| n.is_finite() && *n >= 0.0 && n.fract() == 0.0 && *n <= 9.0e15)
             .map(|n| Some(n as u64))
-            .ok_or_else(|| invalid_args(format!("\"{name}\" must be a whole number ≥ 0"))),
+            .ok_or_else(|| {
+                ToolError::invalid_arguments(format!("\"{name}\" must be a whole number ≥ 0"))
+            }),
     }
 }
 
@@ -230,7 +224,7 @@ fn bash_tool(exec: Arc<Exec>) -> ToolDefinition {
             let exec = exec.clone();
             async move {
                 let timeout = match count(&args, "timeoutMs")? {
-                    Some(0) => return Err(invalid_args("\"timeoutMs\" must be positive")),
+                    Some(0) => return Err(ToolError::invalid_arguments("\"timeoutMs\" must be positive")),
                     other => other.map(Duration::from_millis),
                 };
                 let call = bash::BashArgs {
@@ -396,7 +390,7 @@ fn size(args: &Value, name: &str, default: u16) -> Result<u16, ToolError> {
     match count(args, name)? {
         None => Ok(default),
         Some(n) if (1..=1000).contains(&n) => Ok(n as u16),
-        Some(_) => Err(invalid_args(format!(
+        Some(_) => Err(ToolError::invalid_arguments(format!(
             "\"{name}\" must be between 1 and 1000"
         ))),
     }

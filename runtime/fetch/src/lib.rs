@@ -26,8 +26,8 @@ use codemode_runtime::code::UrlCheck;
 use codemode_runtime::tools::schema::dsl::Parameters;
 use codemode_runtime::tools::schema::dsl::{boolean, integer, object, string, Annotate};
 use codemode_runtime::tools::{
-    codes, ContentBlock, RegistrationGuard, Registry, RegistryError, Schema, ToolDefinition,
-    ToolError, ToolOutput,
+    ContentBlock, RegistrationGuard, Registry, RegistryError, Schema, ToolDefinition, ToolError,
+    ToolOutput,
 };
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode};
@@ -183,11 +183,6 @@ impl Fetcher {
         Ok(Self { config, client })
     }
 
-    /// The configuration it fetches under.
-    pub fn config(&self) -> &FetchConfig {
-        &self.config
-    }
-
     /// Parses `text` and checks what its text decides: the scheme, the host against the
     /// allowed ones, a literal address against the refused ranges.
     pub fn check_url(&self, text: &str) -> Result<Url, String> {
@@ -252,12 +247,13 @@ impl Fetcher {
     pub async fn fetch(&self, args: &Value) -> Result<Value, ToolError> {
         let request = Request::from_args(args, self.config.max_bytes)?;
         let url = self.check_url(&request.url).map_err(refused)?;
+        let asked = request.url.clone();
         let limit = self.config.timeout;
         match tokio::time::timeout(limit, self.exchange(request, url)).await {
             Ok(result) => result,
             Err(_) => Err(ToolError::new(format!(
                 "fetch: {} did not answer within {} ms (the limit is --fetch-timeout-ms)",
-                first_url(args),
+                asked,
                 limit.as_millis()
             ))),
         }
@@ -402,15 +398,11 @@ impl Fetcher {
 
     /// `text` with every secret header value replaced.
     fn redact(&self, text: &str) -> String {
-        let mut text = text.to_owned();
-        for secret in &self.config.headers {
-            if !secret.text.is_empty() {
-                text = text.replace(&*secret.text, "[hidden]");
-            }
-        }
-        text
+        // A secret is valid UTF-8, so replacing it keeps the text valid.
+        String::from_utf8_lossy(&self.redact_bytes(text.as_bytes().to_vec())).into_owned()
     }
 
+    /// `bytes` with every secret header value replaced by `[hidden]`.
     fn redact_bytes(&self, mut bytes: Vec<u8>) -> Vec<u8> {
         for secret in &self.config.headers {
             let needle = secret.text.as_bytes();
@@ -474,20 +466,8 @@ fn host_port(url: &Url) -> String {
     }
 }
 
-fn first_url(args: &Value) -> &str {
-    args.get("url").and_then(Value::as_str).unwrap_or("the URL")
-}
-
 fn refused(reason: String) -> ToolError {
     ToolError::new(format!("fetch: {reason}"))
-}
-
-fn invalid(message: String) -> ToolError {
-    ToolError::coded(
-        "ToolArgsError",
-        codes::INVALID_ARGS,
-        format!("invalid arguments: {message}"),
-    )
 }
 
 /// An error with its causes, the resolver's refusal among them.
@@ -520,20 +500,23 @@ impl Request {
         let url = args
             .get("url")
             .and_then(Value::as_str)
-            .ok_or_else(|| invalid("\"url\" must be a string".to_owned()))?
+            .ok_or_else(|| ToolError::invalid_arguments("\"url\" must be a string"))?
             .to_owned();
         let method = match args.get("method") {
             None | Some(Value::Null) => Method::GET,
             Some(Value::String(name)) => {
                 let upper = name.to_ascii_uppercase();
-                let method = Method::from_bytes(upper.as_bytes())
-                    .map_err(|_| invalid(format!("{name:?} is not an HTTP method")))?;
+                let method = Method::from_bytes(upper.as_bytes()).map_err(|_| {
+                    ToolError::invalid_arguments(format!("{name:?} is not an HTTP method"))
+                })?;
                 if matches!(method.as_str(), "CONNECT" | "TRACE" | "TRACK") {
-                    return Err(invalid(format!("fetch does not make {method} requests")));
+                    return Err(ToolError::invalid_arguments(format!(
+                        "fetch does not make {method} requests"
+                    )));
                 }
                 method
             }
-            Some(_) => return Err(invalid("\"method\" must be a string".to_owned())),
+            Some(_) => return Err(ToolError::invalid_arguments("\"method\" must be a string")),
         };
         let mut headers = HeaderMap::new();
         match args.get("headers") {
@@ -541,17 +524,20 @@ impl Request {
             Some(Value::Object(given)) => {
                 for (name, value) in given {
                     let Some(value) = value.as_str() else {
-                        return Err(invalid(format!("header {name:?} must be a string")));
+                        return Err(ToolError::invalid_arguments(format!(
+                            "header {name:?} must be a string"
+                        )));
                     };
-                    let header = HeaderName::from_bytes(name.as_bytes())
-                        .map_err(|_| invalid(format!("{name:?} is not a header name")))?;
+                    let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                        ToolError::invalid_arguments(format!("{name:?} is not a header name"))
+                    })?;
                     if FRAMING_HEADERS.contains(&header.as_str()) {
-                        return Err(invalid(format!(
+                        return Err(ToolError::invalid_arguments(format!(
                             "the {header} header is set by fetch itself, not by the program"
                         )));
                     }
                     let value = HeaderValue::from_str(value).map_err(|_| {
-                        invalid(format!(
+                        ToolError::invalid_arguments(format!(
                             "the value of header {name:?} is not a valid header value"
                         ))
                     })?;
@@ -559,7 +545,7 @@ impl Request {
                 }
             }
             Some(_) => {
-                return Err(invalid(
+                return Err(ToolError::invalid_arguments(
                     "\"headers\" must be an object of header names to strings".to_owned(),
                 ))
             }
@@ -568,10 +554,12 @@ impl Request {
             None | Some(Value::Null) => None,
             Some(Value::String(text)) => {
                 if matches!(method, Method::GET | Method::HEAD) {
-                    return Err(invalid(format!("a {method} request cannot have a body")));
+                    return Err(ToolError::invalid_arguments(format!(
+                        "a {method} request cannot have a body"
+                    )));
                 }
                 if text.len() as u64 > max_bytes {
-                    return Err(invalid(format!(
+                    return Err(ToolError::invalid_arguments(format!(
                         "the body is {} bytes, more than the {max_bytes} a request may carry (--fetch-max-bytes)",
                         text.len()
                     )));
@@ -579,7 +567,7 @@ impl Request {
                 Some(text.as_bytes().to_vec())
             }
             Some(_) => {
-                return Err(invalid(
+                return Err(ToolError::invalid_arguments(
                     "\"body\" must be a string (JSON.stringify an object first)".to_owned(),
                 ))
             }

@@ -88,10 +88,16 @@ impl ToolError {
     }
 
     pub(crate) fn invalid_args(violations: &[String]) -> Self {
+        Self::invalid_arguments(violations.join("; "))
+    }
+
+    /// The `INVALID_ARGS` error a tool's body raises for arguments its schema let through
+    /// (`invalid arguments: MESSAGE`), as the pipeline raises it for a schema's violations.
+    pub fn invalid_arguments(message: impl std::fmt::Display) -> Self {
         Self::coded(
             "ToolArgsError",
             codes::INVALID_ARGS,
-            format!("invalid arguments: {}", violations.join("; ")),
+            format!("invalid arguments: {message}"),
         )
     }
 

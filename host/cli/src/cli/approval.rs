@@ -27,18 +27,10 @@ impl ApprovalHook for TerminalApproval {
             "codemode: allow tool \"{}\" with {arguments}?\n  y: this call, r: every call this run, s: this session; n: no, d: no for this run, D: no for this session [y/r/s/N/d/D] ",
             request.tool_name
         );
-        let (answer, answered) = oneshot::channel();
-        // A plain thread, not a blocking-pool task: a read nobody answers must not keep the
-        // runtime (and so the process) from shutting down.
-        let spawned = std::thread::Builder::new()
-            .name("codemode-approval".into())
-            .spawn(move || {
-                let _ = answer.send(ask(&question));
-            });
+        let answered = off_the_runtime("codemode-approval", move || {
+            Tty::open()?.line(&question).map(|typed| answer(&typed))
+        });
         Box::pin(async move {
-            if spawned.is_err() {
-                return ApprovalOutcome::Unavailable;
-            }
             tokio::select! {
                 outcome = answered => outcome.unwrap_or(ApprovalOutcome::Unavailable),
                 _ = request.signal.aborted() => ApprovalOutcome::Cancelled,
@@ -47,26 +39,52 @@ impl ApprovalHook for TerminalApproval {
     }
 }
 
-fn ask(question: &str) -> ApprovalOutcome {
-    let Ok(tty) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
-    else {
-        return ApprovalOutcome::Unavailable;
-    };
-    let mut out = &tty;
-    if out
-        .write_all(question.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        return ApprovalOutcome::Unavailable;
+/// The controlling terminal, asked a line at a time.
+struct Tty {
+    out: std::fs::File,
+    input: BufReader<std::fs::File>,
+}
+
+impl Tty {
+    /// `/dev/tty`; `None` without one (a pipe, CI, a service).
+    fn open() -> Option<Self> {
+        let out = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .ok()?;
+        let input = BufReader::new(out.try_clone().ok()?);
+        Some(Self { out, input })
     }
-    let mut line = String::new();
-    match BufReader::new(&tty).read_line(&mut line) {
-        Ok(0) | Err(_) => ApprovalOutcome::Unavailable,
-        Ok(_) => answer(line.trim()),
+
+    /// Shows `prompt` and reads the line typed, trimmed; `None` at its end or on an error.
+    fn line(&mut self, prompt: &str) -> Option<String> {
+        self.out.write_all(prompt.as_bytes()).ok()?;
+        self.out.flush().ok()?;
+        let mut text = String::new();
+        match self.input.read_line(&mut text) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(text.trim().to_owned()),
+        }
+    }
+}
+
+/// Runs `work` (which reads the terminal) on a plain thread, not a blocking-pool task: a read
+/// nobody answers must not keep the runtime (and so the process) from shutting down. Resolves
+/// with its result, `None` when it could not start or gave none.
+fn off_the_runtime<T: Send + 'static>(
+    name: &str,
+    work: impl FnOnce() -> Option<T> + Send + 'static,
+) -> impl std::future::Future<Output = Option<T>> {
+    let (answer, answered) = oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let _ = answer.send(work());
+        });
+    async move {
+        spawned.ok()?;
+        answered.await.ok().flatten()
     }
 }
 
@@ -106,19 +124,11 @@ impl codemode_mcp::upstream::Asker for TerminalQuestions {
         params: rmcp::model::ElicitRequestParams,
     ) -> BoxFuture<'static, rmcp::model::ElicitResult> {
         let server = server.to_owned();
-        let (answer, answered) = oneshot::channel();
-        // A plain thread, as for approvals: an unanswered read must not hold the runtime.
-        let spawned = std::thread::Builder::new()
-            .name("codemode-question".into())
-            .spawn(move || {
-                let _ = answer.send(put(&server, &params));
-            });
+        let answered = off_the_runtime("codemode-question", move || put(&server, &params));
         Box::pin(async move {
-            let declined = codemode_mcp::upstream::questions::declined;
-            if spawned.is_err() {
-                return declined();
-            }
-            answered.await.ok().flatten().unwrap_or_else(declined)
+            answered
+                .await
+                .unwrap_or_else(codemode_mcp::upstream::questions::declined)
         })
     }
 }
@@ -137,22 +147,8 @@ fn put(
         return None;
     };
     let schema = serde_json::to_value(requested_schema).ok()?;
-    let tty = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
-        .ok()?;
-    let mut out = &tty;
-    let mut input = BufReader::new(&tty);
-    let mut line = |prompt: &str| -> Option<String> {
-        out.write_all(prompt.as_bytes()).ok()?;
-        out.flush().ok()?;
-        let mut text = String::new();
-        match input.read_line(&mut text) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(text.trim().to_owned()),
-        }
-    };
+    let mut tty = Tty::open()?;
+    let mut line = |prompt: &str| tty.line(prompt);
     let question: String = message.chars().filter(|c| !c.is_control()).collect();
     let action = line(&format!(
         "codemode: mcp server \"{server}\" asks: {question}\n  answer? [y/N] "
