@@ -11,6 +11,7 @@
 mod architecture;
 mod budgets;
 mod cli;
+mod conformance;
 mod declarations;
 mod durable;
 mod errors;

@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+mod credentials;
 mod document;
 mod key;
 pub mod memory;
@@ -33,6 +34,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use credentials::Credentials;
 pub use key::KEY_ENV;
 #[cfg(feature = "s3")]
 pub use object::ObjectStateStore;

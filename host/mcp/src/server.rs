@@ -451,6 +451,14 @@ impl Session {
         &self.served
     }
 
+    /// Keeps the session's client (the first one seen), for its notifications and questions.
+    fn remember_client(&self, peer: &Peer<RoleServer>) {
+        self.client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| peer.clone());
+    }
+
     async fn search(&self, arguments: &Value) -> Result<CallToolResult, McpError> {
         let listing = self.served.listing();
         let tools = listing.discovery().unwrap_or_default();
@@ -827,8 +835,10 @@ impl ServerHandler for Session {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        // A client that lists the tools hears when they change, whether or not it calls one.
+        self.remember_client(&context.peer);
         Ok(ListToolsResult::with_all_items(self.served.tools()))
     }
 
@@ -837,10 +847,7 @@ impl ServerHandler for Session {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.client
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(|| context.peer.clone());
+        self.remember_client(&context.peer);
         let name = request.name.to_string();
         if name == RUN_CODE_NAME {
             return self.run_code(request, &context).await;

@@ -12,6 +12,7 @@ and each step one of
    "meta": {...}}
   {"op": "concurrent", "calls": [{"tool": NAME, "args": {...}}, ...]}
   {"op": "notifications"} (the methods of the server's notifications so far, progress aside)
+  {"op": "wait_notification", "method": M, "within": S} (whether M came within S seconds)
   {"op": "elicitations"} (the messages of the elicitations the server sent so far)
 A plan's "headers" (http only) go with every request. The answer, printed as one JSON line, is the list of step results. A call's result is
 {"isError", "text", "structured", "images", "progress", "error"?}; a call that raised is
@@ -105,6 +106,12 @@ async def run_steps(session, plan):
             answers.append(await call(session, step))
         elif op == "notifications":
             answers.append(list(NOTIFICATIONS))
+        elif op == "wait_notification":
+            # Until the server has sent it (or the step's deadline passes).
+            with anyio.move_on_after(step.get("within", 60)):
+                while step["method"] not in NOTIFICATIONS:
+                    await anyio.sleep(0.05)
+            answers.append(step["method"] in NOTIFICATIONS)
         elif op == "elicitations":
             answers.append(list(ELICITATIONS))
         elif op == "concurrent":

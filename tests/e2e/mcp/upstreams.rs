@@ -72,6 +72,42 @@ fn a_server_that_dies_is_started_again_and_clients_hear_of_its_new_tools() {
 }
 
 #[test]
+fn a_list_of_tools_with_a_time_to_live_is_listed_again_when_it_runs_out() {
+    // The fixture never says its tools changed; its list holds for a second (`ttlMs`), and
+    // each listing offers another tool.
+    let expiring = format!(
+        "expiring=python3 {}",
+        repo().join("fixtures/mcp-servers/expiring.py").display()
+    );
+    let server = stdio_server(&["--mcp", &expiring]);
+    let answers = drive(
+        json!({"steps": [
+            {"op": "list"},
+            {"op": "wait_notification", "method": "notifications/tools/list_changed", "within": 60},
+            {"op": "list"},
+        ]}),
+        "stdio",
+        &server,
+    );
+    // The tools are declared in run_code's description.
+    let declared = |listed: &Value| -> Vec<String> {
+        let description = listed[0]["description"].as_str().unwrap_or_default();
+        description
+            .split("mcp__expiring__")
+            .skip(1)
+            .map(|rest| rest.split(':').next().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(declared(&answers[0]), ["v1", "v1"], "{answers:?}");
+    assert_eq!(answers[1], json!(true), "{answers:?}");
+    let later = declared(&answers[2]);
+    assert!(
+        !later.is_empty() && !later.contains(&"v1".to_owned()),
+        "{answers:?}"
+    );
+}
+
+#[test]
 fn an_upstream_servers_progress_reaches_the_client_of_the_call() {
     let server = stdio_server(&["--mcp", &fragile()]);
     let answers = drive(

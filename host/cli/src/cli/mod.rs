@@ -2,6 +2,7 @@
 //! 0 success, 1 the program failed, 2 a usage or I/O error, 3 the program paused.
 
 mod approval;
+mod auth;
 #[cfg(feature = "bench")]
 mod bench;
 mod http;
@@ -59,6 +60,8 @@ enum Command {
     Sdk(SdkArgs),
     /// Serve `run_code` (and, with `--mode both`, every tool a program may call) to MCP clients.
     Mcp(McpArgs),
+    /// Authorize to upstream MCP servers that need OAuth, and forget their authorizations.
+    Auth(auth::AuthArgs),
     /// Prepare the sandbox ahead of its first use (for container images and CI): build and
     /// cache the pre-initialised guest, showing progress.
     Prepare,
@@ -140,6 +143,10 @@ pub struct ToolArgs {
     pub own_dirs: Vec<PathBuf>,
     #[arg(skip)]
     pub own_files: Vec<PathBuf>,
+    /// Whether a person at this terminal may be asked to authorize to an upstream server
+    /// (`run`, `resume`, `sdk`; not `mcp`, whose person is its client's).
+    #[arg(skip)]
+    pub person: bool,
     /// The execution tools' limits, when a subcommand sets them (`mcp --max-jobs`, …).
     #[arg(skip)]
     pub exec_config: Option<codemode_exec::ExecConfig>,
@@ -601,6 +608,7 @@ pub fn main() -> ExitCode {
         // run (a tool finishing, a timer) is not a cross-thread unpark.
         Command::Run(mut args) => runtime.block_on(async {
             args.tools.own_dirs.extend(args.pause.local_state());
+            args.tools.person = true;
             tokio::spawn(run::run(args)).await.unwrap_or_else(|error| {
                 tracing::error!("the run failed inside the host: {error}");
                 EXIT_PROGRAM_FAILED
@@ -608,6 +616,7 @@ pub fn main() -> ExitCode {
         }),
         Command::Resume(mut args) => runtime.block_on(async {
             args.tools.own_dirs.extend(args.pause.local_state());
+            args.tools.person = true;
             tokio::spawn(resume::resume(args))
                 .await
                 .unwrap_or_else(|error| {
@@ -615,7 +624,11 @@ pub fn main() -> ExitCode {
                     EXIT_PROGRAM_FAILED
                 })
         }),
-        Command::Sdk(args) => runtime.block_on(sdk::sdk(&args)),
+        Command::Sdk(mut args) => {
+            args.tools.person = true;
+            runtime.block_on(sdk::sdk(&args))
+        }
+        Command::Auth(args) => runtime.block_on(auth::auth(args)),
         Command::Mcp(mut args) => runtime.block_on(async {
             args.tools.own_dirs.extend(args.pause.local_state());
             args.tools

@@ -66,6 +66,24 @@ fn upstream_specs(args: &ToolArgs) -> Result<Vec<UpstreamSpec>, String> {
     Ok(specs)
 }
 
+/// How the upstream servers that need OAuth are authorized to: with the tokens kept in the
+/// state directory, and (under `run`, `resume` and `sdk`) by the person at this terminal where
+/// none is kept.
+pub fn authorization(args: &ToolArgs) -> mcp::upstream::oauth::Authorization {
+    use mcp::upstream::oauth::{Authorization, Person};
+    let credentials = Durability::default_dir().and_then(|dir| {
+        mcp::upstream::oauth::Credentials::local(dir)
+            .map_err(|e| tracing::warn!("upstream authorizations cannot be kept: {e}"))
+            .ok()
+    });
+    let person = if args.person {
+        Person::from_env()
+    } else {
+        None
+    };
+    Authorization::new(credentials, person, args.config.clone())
+}
+
 /// What sandboxed commands must not see of codemode's: its state directories (the one named
 /// and the default), its module cache, its token file and configuration, and what `--exec-hide`
 /// adds. The state directories and the cache are made now where they are missing: a command
@@ -196,7 +214,8 @@ impl ToolSession {
             );
         }
         let questions = mcp::upstream::Questions::default();
-        let (upstreams, failures) = mcp::upstream::start_all(&specs, &questions).await;
+        let (upstreams, failures) =
+            mcp::upstream::start_all(&specs, &questions, &authorization(args)).await;
         for failure in failures {
             tracing::warn!("{failure}; its tools are absent");
         }

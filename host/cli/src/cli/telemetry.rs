@@ -36,8 +36,10 @@ pub enum LogFormat {
     Json,
 }
 
-/// The level logged when `RUST_LOG` is not set.
-const DEFAULT_DIRECTIVES: &str = "warn";
+/// The level logged when `RUST_LOG` is not set. rmcp's transport worker logs an upstream's
+/// refusal (an authorization it asks for) as an error of its own; codemode reports what failed
+/// and what to do, once.
+const DEFAULT_DIRECTIVES: &str = "warn,rmcp::transport::worker=off";
 /// The crates whose spans and events are traced and measured (their targets' first segment).
 const OWN_CRATES: [&str; 4] = [
     "codemode_host",

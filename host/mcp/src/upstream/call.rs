@@ -10,7 +10,8 @@ use codemode_runtime::tools::{
 };
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, ContentBlock as Block, ServerResult,
+    ClientRequest, ContentBlock as Block, InputRequest, InputRequests, InputResponses,
+    ServerResult, DEFAULT_MRTR_MAX_ROUNDS,
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::Value;
@@ -45,6 +46,20 @@ impl Drop for Abandoned {
     }
 }
 
+/// Why an attempt at a call failed.
+enum Failure {
+    /// The call's error.
+    Tool(ToolError),
+    /// The server refused the authorization of the connection, with this challenge.
+    Refused(Arc<super::connection::Connection>, String),
+}
+
+impl From<ToolError> for Failure {
+    fn from(error: ToolError) -> Self {
+        Self::Tool(error)
+    }
+}
+
 /// What one tool's calls need.
 pub(super) struct Call {
     pub(super) link: Arc<Link>,
@@ -68,9 +83,34 @@ impl Call {
                 .questions
                 .calling(self.link.server(), agent.id())
         });
+        match self.attempt(args, ctx).await {
+            Err(Failure::Refused(connection, challenge)) => {
+                // The server refused the call's authorization (a token it no longer takes, a
+                // scope it lacks): authorized again, the call is made once more.
+                self.link
+                    .reauthorize(&connection, &challenge)
+                    .await
+                    .map_err(|why| ToolError::new(why.to_string()))?;
+                match self.attempt(args, ctx).await {
+                    Err(Failure::Refused(..)) => Err(ToolError::new(format!(
+                        "mcp server \"{}\" refused the call's authorization again after codemode authorized again; run `{}` with the scopes it needs",
+                        self.link.server(),
+                        self.link.client.authorization.login_command(self.link.server())
+                    ))),
+                    Err(Failure::Tool(error)) => Err(error),
+                    Ok(value) => Ok(value),
+                }
+            }
+            Err(Failure::Tool(error)) => Err(error),
+            Ok(value) => Ok(value),
+        }
+    }
+
+    /// One attempt at the call, over the current connection.
+    async fn attempt(&self, args: &Value, ctx: &ToolRunContext) -> Result<Value, Failure> {
         let connection = self.link.connection();
         if let Some(why) = connection.health.down() {
-            return Err(self.unavailable(&self.link.explain(why)));
+            return Err(self.unavailable(&self.link.explain(why)).into());
         }
         let mut params = CallToolRequestParams::new(self.tool.clone());
         if let Value::Object(arguments) = args {
@@ -92,6 +132,55 @@ impl Call {
             otel.status_code = tracing::field::Empty,
         );
         crate::trace::inject(&span, &mut params);
+        // A 2026-07-28 server may answer that it needs input first (its questions), then be
+        // asked again with the answers and the state it gave, a bounded number of rounds.
+        let mut rounds = 0;
+        let result = loop {
+            match self
+                .exchange(&connection, params.clone(), &span, ctx)
+                .await?
+            {
+                ServerResult::CallToolResult(result) => break result,
+                ServerResult::InputRequiredResult(required) if rounds < DEFAULT_MRTR_MAX_ROUNDS => {
+                    rounds += 1;
+                    let requests = required.input_requests.unwrap_or_default();
+                    params.input_responses = Some(self.answer(requests).await?);
+                    params.request_state = required.request_state;
+                }
+                ServerResult::InputRequiredResult(_) => {
+                    span.record("error.type", "unavailable");
+                    return Err(self
+                        .unavailable(&format!(
+                            "it asked for input more than {DEFAULT_MRTR_MAX_ROUNDS} times for one call"
+                        ))
+                        .into());
+                }
+                _ => {
+                    span.record("error.type", "unavailable");
+                    return Err(self
+                        .unavailable(
+                            "it answered tools/call with something else than a tool result",
+                        )
+                        .into());
+                }
+            }
+        };
+        if result.is_error == Some(true) {
+            span.record("error.type", "tool_error");
+            span.record("otel.status_code", "ERROR");
+        }
+        self.value_of(result, ctx).map_err(Failure::from)
+    }
+
+    /// Sends `params` once and waits for the server's answer, which the call's signal may
+    /// abandon.
+    async fn exchange(
+        &self,
+        connection: &Arc<super::connection::Connection>,
+        params: CallToolRequestParams,
+        span: &tracing::Span,
+        ctx: &ToolRunContext,
+    ) -> Result<ServerResult, Failure> {
         let peer = connection.service.peer().clone();
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let sent = peer
@@ -100,7 +189,7 @@ impl Call {
             .await;
         let handle = match sent {
             Ok(handle) => handle,
-            Err(error) => return Err(self.failed(&span, &connection, &error.to_string())),
+            Err(error) => return Err(self.failed(span, connection, &error)),
         };
         // The server's progress reaches the client of the call this one belongs to, if it
         // asked for progress.
@@ -129,42 +218,62 @@ impl Call {
                 return Err(ToolError::new(format!(
                     "call to mcp server \"{}\" cancelled: {reason}",
                     self.link.server()
-                )))
+                )).into())
             }
         };
         abandoned.id = None;
-        let result = match answer {
-            Ok(ServerResult::CallToolResult(result)) => result,
-            Ok(_) => {
-                return Err(self.failed(
-                    &span,
-                    &connection,
-                    "it answered tools/call with something else than a tool result",
-                ))
-            }
-            Err(error) => return Err(self.failed(&span, &connection, &error.to_string())),
-        };
-        if result.is_error == Some(true) {
-            span.record("error.type", "tool_error");
-            span.record("otel.status_code", "ERROR");
-        }
-        self.value_of(result, ctx)
+        answer.map_err(|error| self.failed(span, connection, &error))
     }
 
-    /// The error of a call the connection failed: why the server is down, if it is.
+    /// The answers to a server's input requests: its questions put to the person behind the
+    /// call (as during a call, `questions.rs`), no roots; a request for a model's completion
+    /// (sampling) fails the call, as codemode gives none.
+    async fn answer(&self, requests: InputRequests) -> Result<InputResponses, Failure> {
+        let mut responses = InputResponses::new();
+        for (key, request) in requests {
+            let response = match request {
+                InputRequest::Elicitation(question) => {
+                    let answer = self
+                        .link
+                        .client
+                        .questions
+                        .ask(self.link.server(), question.params)
+                        .await;
+                    serde_json::to_value(answer).unwrap_or(Value::Null)
+                }
+                InputRequest::ListRoots(_) => serde_json::json!({"roots": []}),
+                _ => {
+                    return Err(ToolError::new(format!(
+                        "mcp server \"{}\" asked for a model's completion (sampling) to answer tool \"{}\", which codemode does not give",
+                        self.link.server(),
+                        self.tool
+                    ))
+                    .into())
+                }
+            };
+            responses.insert(key, response);
+        }
+        Ok(responses)
+    }
+
+    /// The error of a call the connection failed: why the server is down, if it is; a
+    /// refusal of the call's authorization, if the server says so.
     fn failed(
         &self,
         span: &tracing::Span,
-        connection: &super::connection::Connection,
-        error: &str,
-    ) -> ToolError {
+        connection: &Arc<super::connection::Connection>,
+        error: &rmcp::service::ServiceError,
+    ) -> Failure {
         span.record("error.type", "unavailable");
         span.record("otel.status_code", "ERROR");
+        if let Some(challenge) = error.auth_challenge() {
+            return Failure::Refused(connection.clone(), challenge.to_owned());
+        }
         let why = match connection.health.down() {
             Some(why) => self.link.explain(why),
-            None => error.to_owned(),
+            None => error.to_string(),
         };
-        self.unavailable(&why)
+        self.unavailable(&why).into()
     }
 
     /// The program's value of a `tools/call` result; images go to the loop. The result is taken

@@ -19,7 +19,10 @@ use rmcp::model::{
     FormElicitationCapability, Implementation, ProgressNotificationParam, ProgressToken,
     ProtocolVersion, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleClient, RunningService};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RoleClient,
+    RunningService,
+};
 use rmcp::ServiceExt;
 use tokio::sync::{mpsc, Notify};
 
@@ -31,6 +34,10 @@ use super::stdio::{self, STDERR_TAIL, STDERR_TAIL_BYTES};
 pub(super) const MAX_PROGRESS_TEXT: usize = 1024;
 /// Most progress messages waiting to be passed on, per call: past it, new ones are dropped.
 pub(crate) const PROGRESS_QUEUE: usize = 64;
+/// How long a server at a URL has to answer `server/discover` before it is taken for one that
+/// speaks only the `initialize` handshake (an HTTP server answers at once, with a result or an
+/// error; this bounds one that never does).
+pub(super) const DISCOVER_WITHIN: Duration = Duration::from_secs(5);
 /// How long a server that failed to start is given to finish its stderr.
 const STDERR_SETTLE: Duration = Duration::from_secs(1);
 
@@ -201,6 +208,8 @@ pub(super) struct Client {
     pub(super) server: String,
     /// Where its questions go.
     pub(super) questions: super::Questions,
+    /// How it is authorized to, when it asks.
+    pub(super) authorization: super::oauth::Authorization,
 }
 
 impl rmcp::ClientHandler for Client {
@@ -260,6 +269,8 @@ pub(super) struct Connection {
     child: Option<Child>,
     /// When it was made, to tell a server that keeps failing from one that failed once.
     pub(super) since: Instant,
+    /// How long its list of tools holds, when the server says (`ttlMs`).
+    pub(super) list_ttl: Option<Duration>,
 }
 
 impl Drop for Connection {
@@ -302,16 +313,29 @@ impl Connection {
                 };
                 Self::start(&spec.name, program, client, timeout).await
             }
-            Transport::Url { url, headers } => {
-                super::remote::connect(&spec.name, url, headers, client, timeout).await
+            Transport::Url {
+                url,
+                headers,
+                oauth,
+            } => {
+                let remote = super::remote::Remote {
+                    name: &spec.name,
+                    url,
+                    headers,
+                    oauth: oauth.as_deref(),
+                };
+                super::remote::connect(remote, client, timeout).await
             }
         }
     }
 
-    /// A connection over `transport` (a URL's), once it has listed its tools.
+    /// A connection to a server at a URL, once it has listed its tools: spoken to as MCP
+    /// 2026-07-28 (stateless: version, capabilities and client info in each request's `_meta`)
+    /// when it answers `server/discover` within [`DISCOVER_WITHIN`], else with the
+    /// `initialize` handshake over a fresh transport from `transport`.
     pub(super) async fn over<T, E, A>(
         name: &str,
-        transport: T,
+        transport: impl Fn() -> T,
         client: Client,
         timeout: Duration,
     ) -> Result<(Self, Vec<Tool>), UpstreamError>
@@ -320,15 +344,47 @@ impl Connection {
         E: std::error::Error + Send + Sync + 'static,
     {
         let health = Arc::new(Health::default());
+        // A server that asks for authorization says how in its challenge.
+        let refusal = |reason: String, challenge: Option<&str>| match challenge {
+            Some(challenge) => UpstreamError::Unauthorized {
+                name: name.to_owned(),
+                problem: reason,
+                command: String::new(),
+                challenge: challenge.to_owned(),
+            },
+            None => handshake(name, reason, String::new()),
+        };
         let started = tokio::time::timeout(timeout, async {
-            let service = client.serve(transport).await.map_err(|e| e.to_string())?;
-            let tools = service.list_all_tools().await.map_err(|e| e.to_string())?;
-            Ok::<_, String>((service, tools))
+            let discover = ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            };
+            let discovered = tokio::time::timeout(
+                DISCOVER_WITHIN,
+                client.clone().serve_with_lifecycle(transport(), discover),
+            )
+            .await;
+            let service = match discovered {
+                Ok(Ok(service)) => service,
+                Ok(Err(error)) if error.auth_challenge().is_some() => {
+                    return Err(refusal(error.to_string(), error.auth_challenge()))
+                }
+                // An older server (an error, an HTTP status, no answer): the handshake.
+                _ => client
+                    .clone()
+                    .serve(transport())
+                    .await
+                    .map_err(|e| refusal(e.to_string(), e.auth_challenge()))?,
+            };
+            let tools = service
+                .list_all_tools_with_cache_hint()
+                .await
+                .map_err(|e| refusal(e.to_string(), e.auth_challenge()))?;
+            Ok::<_, UpstreamError>((service, tools))
         })
         .await;
         let (service, tools) = match started {
             Ok(Ok(started)) => started,
-            Ok(Err(reason)) => return Err(handshake(name, reason, String::new())),
+            Ok(Err(refused)) => return Err(refused),
             Err(_) => {
                 return Err(handshake(
                     name,
@@ -344,8 +400,9 @@ impl Connection {
                 health,
                 child: None,
                 since: Instant::now(),
+                list_ttl: list_ttl(tools.ttl_ms),
             },
-            tools,
+            tools.items,
         ))
     }
 
@@ -414,7 +471,10 @@ impl Connection {
                 .serve((reader, stdin))
                 .await
                 .map_err(|e| e.to_string())?;
-            let tools = service.list_all_tools().await.map_err(|e| e.to_string())?;
+            let tools = service
+                .list_all_tools_with_cache_hint()
+                .await
+                .map_err(|e| e.to_string())?;
             Ok::<_, String>((service, tools))
         })
         .await;
@@ -426,8 +486,9 @@ impl Connection {
                     health,
                     child: Some(child),
                     since: Instant::now(),
+                    list_ttl: list_ttl(tools.ttl_ms),
                 };
-                return Ok((connection, tools));
+                return Ok((connection, tools.items));
             }
             Ok(Err(why)) => why,
             Err(_) => format!("no answer within {timeout:?}"),
@@ -442,6 +503,15 @@ impl Connection {
         }
         Err(handshake(name, reason, health.stderr_tail()))
     }
+}
+
+/// The shortest time a list of tools is kept: a server's `ttlMs` of 0 (or a few) would have
+/// codemode list its tools without pause.
+const MIN_LIST_TTL: Duration = Duration::from_secs(1);
+
+/// How long a list the server gave `ttl_ms` for holds before it is listed again.
+pub(super) fn list_ttl(ttl_ms: Option<u64>) -> Option<Duration> {
+    ttl_ms.map(|ms| Duration::from_millis(ms).max(MIN_LIST_TTL))
 }
 
 fn handshake(name: &str, reason: String, stderr_tail: String) -> UpstreamError {

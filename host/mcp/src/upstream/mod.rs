@@ -19,6 +19,7 @@
 mod call;
 mod connection;
 mod launch;
+pub mod oauth;
 pub mod questions;
 mod remote;
 mod spec;
@@ -73,6 +74,9 @@ pub(crate) struct Link {
     /// The restart under way, for messages: its attempt and when it happens.
     restarting: Mutex<Option<(u32, Duration)>>,
     closed: AtomicBool,
+    /// Held while the server is authorized to again: one person's authorization at a time,
+    /// for every call the server refused.
+    authorizing: tokio::sync::Mutex<()>,
 }
 
 impl Link {
@@ -116,6 +120,55 @@ impl Link {
         self.connection().stop();
     }
 
+    /// After the server refused `stale`'s authorization with `challenge`: authorizes again (a
+    /// person, with the scopes granted before and those the challenge names; the grants
+    /// without a person, at the new connection) and connects again. A call that finds this
+    /// done by another since its own attempt only tries again.
+    async fn reauthorize(&self, stale: &Arc<Connection>, challenge: &str) -> Result<(), String> {
+        let _one = self.authorizing.lock().await;
+        if !Arc::ptr_eq(&self.connection(), stale) {
+            return Ok(());
+        }
+        let name = self.server();
+        let Transport::Url { url, oauth, .. } = &self.spec.transport else {
+            return Err(format!(
+                "mcp server \"{name}\" refused the call's authorization"
+            ));
+        };
+        let settings = oauth.as_deref().cloned().unwrap_or_default();
+        let authorization = &self.client.authorization;
+        if settings.grant == oauth::Grant::AuthorizationCode {
+            let needed = oauth::challenged_scope(challenge)
+                .map(|scope| format!(" (it asks for the scope \"{scope}\")"))
+                .unwrap_or_default();
+            let (Some(person), Some(store)) =
+                (authorization.person(), authorization.store(name, url))
+            else {
+                return Err(format!(
+                    "mcp server \"{name}\" refused the call's authorization{needed}: run `{}`, then try again",
+                    authorization.login_command(name)
+                ));
+            };
+            let login = oauth::Login {
+                name,
+                url,
+                settings: &settings,
+                scopes: store.granted_scopes(),
+                store,
+                challenge: Some(challenge),
+            };
+            oauth::authorize(login, person).await?;
+        }
+        let (connection, tools) =
+            Connection::open(&self.spec, self.client.clone(), STARTUP_TIMEOUT)
+                .await
+                .map_err(|e| e.to_string())?;
+        *lock(&self.current) = Arc::new(connection);
+        stale.stop();
+        publish(self, tools);
+        Ok(())
+    }
+
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
@@ -128,12 +181,14 @@ impl Upstream {
         spec: &UpstreamSpec,
         timeout: Duration,
         questions: &Questions,
+        authorization: &oauth::Authorization,
     ) -> Result<Self, UpstreamError> {
         let client = Client {
             progress: Arc::default(),
             relist: Arc::new(Notify::new()),
             server: spec.name.clone(),
             questions: questions.clone(),
+            authorization: authorization.clone(),
         };
         let (connection, tools) = Connection::open(spec, client.clone(), timeout).await?;
         let (tools, _) = watch::channel(Arc::new(tools));
@@ -144,6 +199,7 @@ impl Upstream {
             tools,
             restarting: Mutex::new(None),
             closed: AtomicBool::new(false),
+            authorizing: tokio::sync::Mutex::new(()),
         });
         let supervisor = tokio::spawn(supervise(link.clone()));
         Ok(Self { link, supervisor })
@@ -264,15 +320,32 @@ fn backoff(attempt: u32) -> Duration {
 /// server says they changed, and publishes a list that differs.
 async fn supervise(link: Arc<Link>) {
     let mut failures = 0u32;
+    let mut ttl = link.connection().list_ttl;
     loop {
         let connection = link.connection();
+        // A list the server gave a time to live is listed again when it runs out (a stateless
+        // server sends no notification that it changed).
+        let expired = async {
+            match ttl {
+                Some(ttl) => tokio::time::sleep(ttl).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = connection.health.until_down() => {}
-            () = link.client.relist.notified() => {
-                match connection.service.peer().list_all_tools().await {
-                    Ok(tools) => publish(&link, tools),
+            () = async {
+                tokio::select! {
+                    () = link.client.relist.notified() => {}
+                    () = expired => {}
+                }
+            } => {
+                match connection.service.peer().list_all_tools_with_cache_hint().await {
+                    Ok(tools) => {
+                        ttl = connection::list_ttl(tools.ttl_ms);
+                        publish(&link, tools.items);
+                    }
                     Err(error) => tracing::warn!(
-                        "mcp server \"{}\" said its tools changed, but listing them failed: {error}",
+                        "mcp server \"{}\": listing its tools again failed: {error}",
                         link.server()
                     ),
                 }
@@ -281,6 +354,11 @@ async fn supervise(link: Arc<Link>) {
         }
         if link.is_closed() {
             return;
+        }
+        if !Arc::ptr_eq(&link.connection(), &connection) {
+            // Replaced (authorized again): the new one is watched.
+            ttl = link.connection().list_ttl;
+            continue;
         }
         if connection.since.elapsed() >= STABLE {
             failures = 0;
@@ -296,6 +374,7 @@ async fn supervise(link: Arc<Link>) {
             }
             match Connection::open(&link.spec, link.client.clone(), STARTUP_TIMEOUT).await {
                 Ok((connection, tools)) => {
+                    ttl = connection.list_ttl;
                     *lock(&link.current) = Arc::new(connection);
                     *lock(&link.restarting) = None;
                     tracing::info!(
@@ -334,13 +413,24 @@ fn publish(link: &Link, tools: Vec<Tool>) {
 pub async fn start_all(
     specs: &[UpstreamSpec],
     questions: &Questions,
+    authorization: &oauth::Authorization,
 ) -> (Vec<Upstream>, Vec<UpstreamError>) {
-    let started = futures::future::join_all(
-        specs
-            .iter()
-            .map(|spec| Upstream::start(spec, STARTUP_TIMEOUT, questions)),
-    )
-    .await;
+    // One at a time where a person may be asked to authorize, so that two servers do not
+    // ask at once.
+    let started = if authorization.person().is_some() {
+        let mut started = Vec::new();
+        for spec in specs {
+            started.push(Upstream::start(spec, STARTUP_TIMEOUT, questions, authorization).await);
+        }
+        started
+    } else {
+        futures::future::join_all(
+            specs
+                .iter()
+                .map(|spec| Upstream::start(spec, STARTUP_TIMEOUT, questions, authorization)),
+        )
+        .await
+    };
     let mut upstreams = Vec::new();
     let mut failures = Vec::new();
     for outcome in started {

@@ -40,6 +40,10 @@ pub enum Transport {
         url: String,
         /// Sent with every request, their `${VAR}`s already replaced from the environment.
         headers: BTreeMap<String, String>,
+        /// How codemode authorizes to it with OAuth, when the entry says (without it, a
+        /// server that asks for OAuth is still authorized to with the authorization-code
+        /// grant and dynamic registration).
+        oauth: Option<Box<super::oauth::OAuthSettings>>,
     },
 }
 
@@ -69,15 +73,13 @@ pub enum UpstreamError {
         /// What is wrong there.
         problem: String,
     },
-    /// A header value names an environment variable that is not set.
-    #[error(
-        "mcpServers.{name}.headers.{header}: ${{{variable}}} is not set in codemode's environment"
-    )]
+    /// A header or `oauth` value names an environment variable that is not set.
+    #[error("mcpServers.{name}.{field}: ${{{variable}}} is not set in codemode's environment")]
     MissingVariable {
         /// The server.
         name: String,
-        /// The header.
-        header: String,
+        /// The field: `headers.NAME` or `oauth.NAME`.
+        field: String,
         /// The variable.
         variable: String,
     },
@@ -91,6 +93,18 @@ pub enum UpstreamError {
         /// Why it could not be spawned.
         #[source]
         source: std::sync::Arc<std::io::Error>,
+    },
+    /// The server needs an authorization codemode does not have, or a wider one.
+    #[error("mcp server \"{name}\" {problem}: run `{command}`, then try again")]
+    Unauthorized {
+        /// The server.
+        name: String,
+        /// What it refused.
+        problem: String,
+        /// The command that authorizes to it.
+        command: String,
+        /// Its `WWW-Authenticate` challenge.
+        challenge: String,
     },
     /// The server started but did not complete the handshake and list its tools.
     #[error("mcp server \"{name}\" did not start: {reason}{stderr_tail}")]
@@ -160,8 +174,9 @@ impl UpstreamSpec {
         })
     }
 
-    /// Reads the `{"mcpServers": {NAME: {command, args?, env?, cwd?} | {url, headers?}}}` file
-    /// MCP clients use. `cwd`, when given, must be an absolute directory. A header value's `${VAR}` is replaced by the environment variable `VAR`
+    /// Reads the `{"mcpServers": {NAME: {command, args?, env?, cwd?} | {url, headers?, oauth?}}}`
+    /// file MCP clients use. `cwd`, when given, must be an absolute directory. A header's or
+    /// an `oauth` setting's `${VAR}` is replaced by the environment variable `VAR`
     /// (`"Authorization": "Bearer ${GITHUB_TOKEN}"`); one that is not set is an error.
     pub fn from_config(text: &str) -> Result<Vec<Self>, UpstreamError> {
         let config: Value =
@@ -177,7 +192,7 @@ impl UpstreamSpec {
             check_name(name)?;
             let field = |key: &str| entry.get(key);
             if let Some(url) = field("url") {
-                specs.push(Self::remote(name, url, field("headers"))?);
+                specs.push(Self::remote(name, url, field("headers"), field("oauth"))?);
                 continue;
             }
             let Some(command) = field("command").and_then(Value::as_str) else {
@@ -232,8 +247,13 @@ impl UpstreamSpec {
         Ok(specs)
     }
 
-    /// A `{url, headers?}` entry.
-    fn remote(name: &str, url: &Value, headers: Option<&Value>) -> Result<Self, UpstreamError> {
+    /// A `{url, headers?, oauth?}` entry.
+    fn remote(
+        name: &str,
+        url: &Value,
+        headers: Option<&Value>,
+        oauth: Option<&Value>,
+    ) -> Result<Self, UpstreamError> {
         let Some(url) = url.as_str() else {
             return Err(config_error(Some(name), "\"url\" must be a string"));
         };
@@ -257,7 +277,7 @@ impl UpstreamSpec {
                     let value = expand(value, |variable| {
                         std::env::var(variable).map_err(|_| UpstreamError::MissingVariable {
                             name: name.to_owned(),
-                            header: header.clone(),
+                            field: format!("headers.{header}"),
                             variable: variable.to_owned(),
                         })
                     })?;
@@ -267,11 +287,29 @@ impl UpstreamSpec {
             }
             Some(_) => return Err(config_error(Some(name), "\"headers\" must be an object")),
         };
+        let oauth = match oauth {
+            None => None,
+            Some(entry) => {
+                let lookup = |key: &str, value: &str| {
+                    expand(value, |variable| {
+                        std::env::var(variable).map_err(|_| UpstreamError::MissingVariable {
+                            name: name.to_owned(),
+                            field: format!("oauth.{key}"),
+                            variable: variable.to_owned(),
+                        })
+                    })
+                };
+                Some(Box::new(super::oauth::OAuthSettings::parse(
+                    name, entry, &lookup,
+                )?))
+            }
+        };
         Ok(Self {
             name: name.to_owned(),
             transport: Transport::Url {
                 url: url.to_owned(),
                 headers,
+                oauth,
             },
         })
     }
@@ -327,7 +365,7 @@ mod tests {
             "TOKEN" => Ok("s3cret".to_owned()),
             other => Err(UpstreamError::MissingVariable {
                 name: "gh".into(),
-                header: "Authorization".into(),
+                field: "headers.Authorization".into(),
                 variable: other.to_owned(),
             }),
         };
@@ -348,6 +386,7 @@ mod tests {
             &Transport::Url {
                 url: "https://mcp.example.com/mcp".into(),
                 headers: BTreeMap::from([("X-Plain".into(), "v".into())]),
+                oauth: None,
             }
         );
         assert!(matches!(named("local"), Transport::Command { command, .. } if command == "srv"));
@@ -407,5 +446,63 @@ mod tests {
             &specs[0].transport,
             Transport::Command { cwd: Some(cwd), .. } if cwd == Path::new("/srv/x")
         ));
+    }
+
+    #[test]
+    fn an_oauth_entry_reads_its_settings_secrets_from_the_environment_and_refuses_the_unknown() {
+        std::env::set_var("CODEMODE_TEST_OAUTH_SECRET", "from-env");
+        let entry = |oauth: &str| {
+            format!(
+                r#"{{"mcpServers": {{"r": {{"url": "https://mcp.example.com/mcp", "oauth": {oauth}}}}}}}"#
+            )
+        };
+        let specs = UpstreamSpec::from_config(&entry(
+            r#"{"grant_type": "client_credentials", "client_id": "c", "client_secret": "${CODEMODE_TEST_OAUTH_SECRET}", "scope": "a b"}"#,
+        ))
+        .unwrap();
+        let Transport::Url {
+            oauth: Some(oauth), ..
+        } = &specs[0].transport
+        else {
+            panic!("{specs:?}");
+        };
+        assert_eq!(oauth.grant, super::super::oauth::Grant::ClientCredentials);
+        assert_eq!(oauth.client_secret.as_deref(), Some("from-env"));
+        assert_eq!(oauth.scopes(), ["a", "b"]);
+        assert!(!format!("{oauth:?}").contains("from-env"));
+        for (bad, why) in [
+            (
+                r#"{"client_secret": "${CODEMODE_TEST_UNSET_VARIABLE}"}"#,
+                "mcpServers.r.oauth.client_secret: ${CODEMODE_TEST_UNSET_VARIABLE} is not set",
+            ),
+            (
+                r#"{"grant_type": "password"}"#,
+                "mcpServers.r.oauth.grant_type: \"password\" is none of",
+            ),
+            (
+                r#"{"grant_type": "client_credentials"}"#,
+                "needs client_id and client_secret or private_key_pem",
+            ),
+            (
+                r#"{"client_metadata_url": "http://x/cimd.json"}"#,
+                "must be an https:// URL",
+            ),
+            (
+                r#"{"redirect_uri": "http://example.com:80/cb"}"#,
+                "must be http://127.0.0.1:PORT",
+            ),
+            (r#"{"signing_algorithm": "HS256"}"#, "none of RS256"),
+            (
+                r#"{"clientId": "x"}"#,
+                "mcpServers.r.oauth.clientId: is not an oauth setting",
+            ),
+            (r#"{"client_secret": "s"}"#, "needs the client_id"),
+            (r#""x""#, "mcpServers.r.oauth: must be an object"),
+        ] {
+            let refused = UpstreamSpec::from_config(&entry(bad))
+                .unwrap_err()
+                .to_string();
+            assert!(refused.contains(why), "{bad}: {refused}");
+        }
     }
 }

@@ -1,0 +1,193 @@
+//! `codemode auth`: authorize to the upstream servers of a configuration that need OAuth
+//! (`login`), see what is kept (`list`), and forget it (`logout`). Tokens are kept sealed in
+//! the state directory (`CODEMODE_STATE_DIR`, else `$XDG_STATE_HOME/codemode`, else
+//! `~/.local/state/codemode`), with `CODEMODE_STATE_KEY` or the directory's key; none is
+//! ever printed.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use codemode_host::Durability;
+use codemode_mcp::upstream::oauth::{self, Credentials, LoggedIn, Person};
+use codemode_mcp::UpstreamSpec;
+use serde_json::Value;
+
+use super::{EXIT_OK, EXIT_USAGE};
+
+#[derive(Args)]
+pub struct AuthArgs {
+    #[command(subcommand)]
+    command: AuthCommand,
+}
+
+#[derive(Subcommand)]
+enum AuthCommand {
+    /// Authorize to server NAME of a configuration once: prints the authorization address
+    /// (opened with $BROWSER when set) and waits for the browser to come back to a loopback
+    /// port; the tokens are kept sealed and refreshed by the runs that use them.
+    Login {
+        /// The server, as its configuration names it.
+        name: String,
+        /// The `{"mcpServers": …}` file that names it.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Scopes to ask for besides those the server names (space-separated).
+        #[arg(long)]
+        scope: Option<String>,
+    },
+    /// List the servers with an authorization kept: their address, scopes and expiry.
+    List,
+    /// Forget the authorization kept for server NAME.
+    Logout {
+        /// The server.
+        name: String,
+    },
+}
+
+fn credentials() -> Result<Credentials, String> {
+    let dir = Durability::default_dir().ok_or(
+        "codemode auth: no state directory (set CODEMODE_STATE_DIR, XDG_STATE_HOME or HOME)",
+    )?;
+    Credentials::local(&dir).map_err(|e| format!("codemode auth: {e}"))
+}
+
+pub async fn auth(args: AuthArgs) -> u8 {
+    let outcome = match args.command {
+        AuthCommand::Login {
+            name,
+            config,
+            scope,
+        } => login(&name, &config, scope.as_deref()).await,
+        AuthCommand::List => list(),
+        AuthCommand::Logout { name } => logout(&name),
+    };
+    match outcome {
+        Ok(()) => EXIT_OK,
+        Err(message) => {
+            eprintln!("{message}");
+            EXIT_USAGE
+        }
+    }
+}
+
+async fn login(name: &str, config: &PathBuf, scope: Option<&str>) -> Result<(), String> {
+    let text = std::fs::read_to_string(config).map_err(|e| {
+        format!(
+            "codemode auth: cannot read --config {}: {e}",
+            config.display()
+        )
+    })?;
+    let specs = UpstreamSpec::from_config(&text)
+        .map_err(|e| format!("codemode auth: --config {}: {e}", config.display()))?;
+    let spec = specs.iter().find(|spec| spec.name == name).ok_or_else(|| {
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        format!(
+            "codemode auth: {} names no mcp server \"{name}\" (it names: {})",
+            config.display(),
+            names.join(", ")
+        )
+    })?;
+    let credentials = credentials()?;
+    let person = Person::new(
+        std::env::var("BROWSER")
+            .ok()
+            .filter(|b| !b.trim().is_empty()),
+    );
+    let scopes = scope
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let dir = credentials.dir();
+    match oauth::login(spec, credentials, &person, scopes)
+        .await
+        .map_err(|e| format!("codemode auth: {e}"))?
+    {
+        LoggedIn::Authorized(scopes) => {
+            let scopes = if scopes.is_empty() {
+                "no scope named".to_owned()
+            } else {
+                format!("scopes: {}", scopes.join(" "))
+            };
+            println!(
+                "codemode: authorized to mcp server \"{name}\" ({scopes}); kept sealed in {}",
+                dir.display()
+            );
+        }
+        LoggedIn::WithoutAPerson(grant) => println!(
+            "codemode: mcp server \"{name}\" uses the {grant:?} grant, which needs no person: a token was obtained now, and each connection obtains its own; nothing is kept"
+        ),
+    }
+    Ok(())
+}
+
+fn list() -> Result<(), String> {
+    let credentials = credentials()?;
+    let names = credentials
+        .names()
+        .map_err(|e| format!("codemode auth: {e}"))?;
+    if names.is_empty() {
+        println!(
+            "codemode: no authorization kept (in {})",
+            credentials.dir().display()
+        );
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for name in names {
+        match credentials.read(&name) {
+            Ok(Some(document)) => println!("{name}\t{}", describe(&document, now)),
+            Ok(None) => {}
+            Err(e) => println!("{name}\tunreadable: {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// A kept authorization's address, scopes and expiry: never its tokens.
+fn describe(document: &Value, now: u64) -> String {
+    let credentials = &document["credentials"];
+    let url = document["url"].as_str().unwrap_or("?");
+    let scopes: Vec<&str> = credentials["granted_scopes"]
+        .as_array()
+        .map(|s| s.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let token = &credentials["token_response"];
+    let refreshable = token["refresh_token"].is_string();
+    let expiry = match (
+        credentials["token_received_at"].as_u64(),
+        token["expires_in"].as_u64(),
+    ) {
+        (Some(at), Some(lasts)) if at + lasts > now => format!(
+            "expires in {}",
+            humantime::format_duration(std::time::Duration::from_secs(at + lasts - now))
+        ),
+        (Some(_), Some(_)) => "expired".to_owned(),
+        _ => "no expiry given".to_owned(),
+    };
+    format!(
+        "{url}\tscopes: {}\t{expiry}{}",
+        if scopes.is_empty() {
+            "-".to_owned()
+        } else {
+            scopes.join(" ")
+        },
+        if refreshable { ", refreshable" } else { "" }
+    )
+}
+
+fn logout(name: &str) -> Result<(), String> {
+    let credentials = credentials()?;
+    if credentials
+        .remove(name)
+        .map_err(|e| format!("codemode auth: {e}"))?
+    {
+        println!("codemode: forgot the authorization of mcp server \"{name}\"");
+        Ok(())
+    } else {
+        Err(format!(
+            "codemode auth: no authorization is kept for mcp server \"{name}\""
+        ))
+    }
+}

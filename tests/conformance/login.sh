@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `codemode auth` as a person uses it, against a conformance scenario's server (started by the
+# suite, whose URL is the argument): log in once (the browser played by browser.sh), list what
+# is kept, run a program with no person to ask (the kept token is used), log out, and run again
+# (refused, naming the command). What each step printed is written to $CODEMODE_LOGIN_REPORT
+# for the test (tests/e2e/conformance.rs) to read, with the kept file's bytes in hex.
+set -uo pipefail
+url="$1"
+here="$(cd "$(dirname "$0")" && pwd)"
+codemode="${CODEMODE_BIN:?}"
+report="${CODEMODE_LOGIN_REPORT:?}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export CODEMODE_STATE_DIR="$work/state"
+printf '{"mcpServers": {"s": {"url": "%s"}}}' "$url" > "$work/config.json"
+echo 'return Object.keys(tools).filter((name) => name.startsWith("mcp__s__"));' > "$work/program.ts"
+{
+  echo "== login"
+  BROWSER="$here/browser.sh" "$codemode" auth login s --config "$work/config.json" 2>&1
+  echo "exit $?"
+  echo "== list"
+  "$codemode" auth list 2>&1
+  echo "== kept"
+  od -An -tx1 "$work/state/credentials/s" | tr -d ' \n'
+  echo
+  echo "== run"
+  env -u BROWSER RUST_LOG=trace "$codemode" run --config "$work/config.json" "$work/program.ts" </dev/null 2>&1
+  echo "exit $?"
+  echo "== logout"
+  "$codemode" auth logout s 2>&1
+  echo "exit $?"
+  echo "== run after logout"
+  env -u BROWSER "$codemode" run --config "$work/config.json" "$work/program.ts" </dev/null 2>&1
+  echo "exit $?"
+} > "$report"
