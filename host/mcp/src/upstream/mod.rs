@@ -138,16 +138,19 @@ impl Link {
         let settings = oauth.as_deref().cloned().unwrap_or_default();
         let authorization = &self.client.authorization;
         if settings.grant == oauth::Grant::AuthorizationCode {
-            let needed = oauth::challenged_scope(challenge)
-                .map(|scope| format!(" (it asks for the scope \"{scope}\")"))
-                .unwrap_or_default();
+            let scope = oauth::challenged_scope(challenge);
             let (Some(person), Some(store)) =
                 (authorization.person(), authorization.store(name, url))
             else {
-                return Err(format!(
-                    "mcp server \"{name}\" refused the call's authorization{needed}: run `{}`, then try again",
-                    authorization.login_command(name)
-                ));
+                let command = authorization.login_command(name);
+                return Err(match scope {
+                    Some(scope) => format!(
+                        "mcp server \"{name}\" refused the call: it needs the scope \"{scope}\", which codemode's authorization does not have: run `{command} --scope \"{scope}\"`, then try again"
+                    ),
+                    None => format!(
+                        "mcp server \"{name}\" refused the call's authorization: run `{command}`, then try again"
+                    ),
+                });
             };
             let login = oauth::Login {
                 name,
