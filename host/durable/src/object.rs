@@ -19,8 +19,8 @@ use std::time::SystemTime;
 
 use super::key::is_run_id;
 use super::store::{
-    too_large, Cutoffs, Kept, Records, StateStore, StoreError, Swept, MAX_LEASE_BYTES,
-    MAX_TASK_BYTES, SWEPT,
+    credentials_name, too_large, Cutoffs, Kept, Records, StateStore, StoreError, Swept,
+    MAX_CREDENTIALS_BYTES, MAX_LEASE_BYTES, MAX_TASK_BYTES, SWEPT,
 };
 use super::DurabilityError;
 
@@ -153,6 +153,70 @@ impl ObjectStateStore {
 impl StateStore for ObjectStateStore {
     fn describe(&self) -> String {
         self.url.clone()
+    }
+
+    fn put_credentials(
+        &self,
+        name: &str,
+        sealed: Vec<u8>,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        let path = credentials_name(name).map(|name| self.key(&format!("credentials/{name}")));
+        Box::pin(async move { self.store_at(path?, sealed).await })
+    }
+
+    fn get_credentials(&self, name: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+        let path = credentials_name(name).map(|name| self.key(&format!("credentials/{name}")));
+        let name = name.to_owned();
+        Box::pin(async move {
+            let path = path?;
+            match self.store.get(&path).await {
+                Ok(found) if found.meta.size > MAX_CREDENTIALS_BYTES => Err(StoreError(format!(
+                    "the credentials of {name} at s3://{}/{path} are {} bytes, more than credentials take; they were not read",
+                    self.bucket, found.meta.size
+                ))),
+                Ok(found) => found
+                    .bytes()
+                    .await
+                    .map(|bytes| Some(bytes.to_vec()))
+                    .map_err(|e| failed("read", &path, e)),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(failed("read", &path, e)),
+            }
+        })
+    }
+
+    fn remove_credentials(&self, name: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
+        let path = credentials_name(name).map(|name| self.key(&format!("credentials/{name}")));
+        Box::pin(async move {
+            let path = path?;
+            match self.store.head(&path).await {
+                Ok(_) => {}
+                Err(object_store::Error::NotFound { .. }) => return Ok(false),
+                Err(e) => return Err(failed("read", &path, e)),
+            }
+            match self.store.delete(&path).await {
+                Ok(()) => Ok(true),
+                Err(object_store::Error::NotFound { .. }) => Ok(false),
+                Err(e) => Err(failed("remove", &path, e)),
+            }
+        })
+    }
+
+    fn credential_names(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        let folder = self.key("credentials");
+        Box::pin(async move {
+            let mut names = Vec::new();
+            let mut listed = self.store.list(Some(&folder));
+            while let Some(meta) = listed.next().await {
+                let meta = meta.map_err(|e| failed("list", &folder, e))?;
+                if let Some(name) = meta.location.filename() {
+                    if credentials_name(name).is_ok() {
+                        names.push(name.to_owned());
+                    }
+                }
+            }
+            Ok(names)
+        })
     }
 
     fn put(&self, run_id: &str, record: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {

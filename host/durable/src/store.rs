@@ -64,6 +64,41 @@ pub trait StateStore: Send + Sync {
     /// interrupted writes left behind), then notes the sweep's time for
     /// [`StateStore::last_sweep`]. Only names the store itself writes are touched.
     fn sweep(&self, cutoffs: Cutoffs) -> BoxFuture<'_, Result<Swept, StoreError>>;
+    /// Keeps `sealed` as the credentials of the upstream server `name` (letters, digits, `_`,
+    /// `-`), replacing any; never swept.
+    fn put_credentials(&self, name: &str, sealed: Vec<u8>)
+        -> BoxFuture<'_, Result<(), StoreError>>;
+    /// The credentials of server `name`, if kept; larger than [`MAX_CREDENTIALS_BYTES`] is
+    /// refused.
+    fn get_credentials(&self, name: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>>;
+    /// Forgets server `name`'s credentials; whether there were any.
+    fn remove_credentials(&self, name: &str) -> BoxFuture<'_, Result<bool, StoreError>>;
+    /// The names of the servers with credentials kept.
+    fn credential_names(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+}
+
+/// The most bytes an upstream server's kept credentials may take (tokens and their metadata
+/// are a few kilobytes).
+pub const MAX_CREDENTIALS_BYTES: u64 = 1 << 20;
+
+/// Whether `name` can name credentials: it becomes a file or object name.
+fn is_credentials_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Refuses a name that cannot name credentials.
+pub(crate) fn credentials_name(name: &str) -> Result<&str, StoreError> {
+    if is_credentials_name(name) {
+        Ok(name)
+    } else {
+        Err(StoreError(format!(
+            "{name:?} cannot name credentials (letters, digits, `_` and `-` only)"
+        )))
+    }
 }
 
 /// The most bytes a task's document may take: its result is a `run_code` result, which its
@@ -195,6 +230,7 @@ const RUNS: &str = "runs";
 const CONSUMED: &str = "consumed";
 const TASKS: &str = "tasks";
 const OWNERS: &str = "owners";
+const CREDENTIALS: &str = "credentials";
 /// Written at the end of each sweep; its modification time is the sweep's.
 pub const SWEPT: &str = "swept";
 
@@ -330,6 +366,90 @@ impl LocalStore {
 impl StateStore for LocalStore {
     fn describe(&self) -> String {
         self.dir.display().to_string()
+    }
+
+    fn put_credentials(
+        &self,
+        name: &str,
+        sealed: Vec<u8>,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        let name = credentials_name(name).map(str::to_owned);
+        Box::pin(async move { self.write(CREDENTIALS, name?, sealed).await })
+    }
+
+    fn get_credentials(&self, name: &str) -> BoxFuture<'_, Result<Option<Vec<u8>>, StoreError>> {
+        let name = credentials_name(name).map(str::to_owned);
+        let store = self.clone();
+        Box::pin(async move {
+            let name = name?;
+            blocking(move || {
+                let Some(dir) = store.sub(CREDENTIALS, false)? else {
+                    return Ok(None);
+                };
+                let file = match dir.open_read(&name) {
+                    Ok(file) => file,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(io_error("read", &dir, &name, &e)),
+                };
+                let len = private::checked_file(
+                    &file,
+                    &dir,
+                    &name,
+                    "a credentials file",
+                    Access::OwnerOnly,
+                )
+                .map_err(StoreError)?;
+                if len > MAX_CREDENTIALS_BYTES {
+                    return Err(StoreError(format!(
+                        "{} is {len} bytes, more than credentials take; it was not read",
+                        dir.path(&name).display()
+                    )));
+                }
+                let mut bytes = Vec::new();
+                file.take(MAX_CREDENTIALS_BYTES)
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| io_error("read", &dir, &name, &e))?;
+                Ok(Some(bytes))
+            })
+            .await
+        })
+    }
+
+    fn remove_credentials(&self, name: &str) -> BoxFuture<'_, Result<bool, StoreError>> {
+        let name = credentials_name(name).map(str::to_owned);
+        let store = self.clone();
+        Box::pin(async move {
+            let name = name?;
+            blocking(move || {
+                let Some(dir) = store.sub(CREDENTIALS, false)? else {
+                    return Ok(false);
+                };
+                match dir.remove(&name) {
+                    Ok(()) => {
+                        let _ = dir.sync();
+                        Ok(true)
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                    Err(e) => Err(io_error("remove", &dir, &name, &e)),
+                }
+            })
+            .await
+        })
+    }
+
+    fn credential_names(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        let store = self.clone();
+        Box::pin(blocking(move || {
+            let Some(dir) = store.sub(CREDENTIALS, false)? else {
+                return Ok(Vec::new());
+            };
+            let files = dir.files().map_err(|e| io_error("list", &dir, "", &e))?;
+            Ok(files
+                .into_iter()
+                .map(|file| file.name)
+                .filter(|name| is_credentials_name(name))
+                .collect())
+        }))
     }
 
     fn put(&self, run_id: &str, record: Vec<u8>) -> BoxFuture<'_, Result<(), StoreError>> {

@@ -91,12 +91,18 @@ impl S3Server {
 impl S3Server {
     /// Points `command`'s S3 client at this server.
     pub(crate) fn serve(&self, command: &mut Command) {
-        command
-            .env("AWS_ENDPOINT", &self.endpoint)
-            .env("AWS_ALLOW_HTTP", "true")
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_REGION", "us-east-1");
+        command.envs(self.env());
+    }
+
+    /// The environment that reaches this server.
+    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT", self.endpoint.clone()),
+            ("AWS_ALLOW_HTTP", "true".to_owned()),
+            ("AWS_ACCESS_KEY_ID", "test".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
+            ("AWS_REGION", "us-east-1".to_owned()),
+        ]
     }
 }
 

@@ -1,13 +1,12 @@
 //! `codemode auth`: authorize to the upstream servers of a configuration that need OAuth
 //! (`login`), see what is kept (`list`), and forget it (`logout`). Tokens are kept sealed in
-//! the state directory (`CODEMODE_STATE_DIR`, else `$XDG_STATE_HOME/codemode`, else
-//! `~/.local/state/codemode`), with `CODEMODE_STATE_KEY` or the directory's key; none is
-//! ever printed.
+//! the state store (`--state DIR|URL`, else `CODEMODE_STATE_DIR`, else
+//! `$XDG_STATE_HOME/codemode`, else `~/.local/state/codemode`), with `CODEMODE_STATE_KEY` or
+//! the directory's key; none is ever printed.
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use codemode_host::Durability;
 use codemode_mcp::upstream::oauth::{self, Credentials, LoggedIn, Person};
 use codemode_mcp::UpstreamSpec;
 use serde_json::Value;
@@ -18,6 +17,12 @@ use super::{EXIT_OK, EXIT_USAGE};
 pub struct AuthArgs {
     #[command(subcommand)]
     command: AuthCommand,
+    /// Where authorizations are kept: a state directory, or a store the replicas of
+    /// `codemode mcp --stateless` share (s3://bucket/prefix, with $CODEMODE_STATE_KEY), as
+    /// for `--state` of `run` and `mcp`. Default: $CODEMODE_STATE_DIR, else
+    /// $XDG_STATE_HOME/codemode, else ~/.local/state/codemode.
+    #[arg(long, global = true, value_name = "DIR|URL")]
+    state: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -44,22 +49,22 @@ enum AuthCommand {
     },
 }
 
-fn credentials() -> Result<Credentials, String> {
-    let dir = Durability::default_dir().ok_or(
-        "codemode auth: no state directory (set CODEMODE_STATE_DIR, XDG_STATE_HOME or HOME)",
-    )?;
-    Credentials::local(&dir).map_err(|e| format!("codemode auth: {e}"))
-}
-
 pub async fn auth(args: AuthArgs) -> u8 {
+    let credentials = match super::session::open_credentials(args.state.as_deref()) {
+        Ok(credentials) => credentials,
+        Err(e) => {
+            eprintln!("codemode auth: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let outcome = match args.command {
         AuthCommand::Login {
             name,
             config,
             scope,
-        } => login(&name, &config, scope.as_deref()).await,
-        AuthCommand::List => list(),
-        AuthCommand::Logout { name } => logout(&name),
+        } => login(credentials, &name, &config, scope.as_deref()).await,
+        AuthCommand::List => list(&credentials).await,
+        AuthCommand::Logout { name } => logout(&credentials, &name).await,
     };
     match outcome {
         Ok(()) => EXIT_OK,
@@ -70,7 +75,12 @@ pub async fn auth(args: AuthArgs) -> u8 {
     }
 }
 
-async fn login(name: &str, config: &PathBuf, scope: Option<&str>) -> Result<(), String> {
+async fn login(
+    credentials: Credentials,
+    name: &str,
+    config: &PathBuf,
+    scope: Option<&str>,
+) -> Result<(), String> {
     let text = std::fs::read_to_string(config).map_err(|e| {
         format!(
             "codemode auth: cannot read --config {}: {e}",
@@ -87,7 +97,6 @@ async fn login(name: &str, config: &PathBuf, scope: Option<&str>) -> Result<(), 
             names.join(", ")
         )
     })?;
-    let credentials = credentials()?;
     let person = Person::new(
         std::env::var("BROWSER")
             .ok()
@@ -98,7 +107,7 @@ async fn login(name: &str, config: &PathBuf, scope: Option<&str>) -> Result<(), 
         .split_whitespace()
         .map(str::to_owned)
         .collect();
-    let dir = credentials.dir();
+    let kept_in = credentials.describe();
     match oauth::login(spec, credentials, &person, scopes)
         .await
         .map_err(|e| format!("codemode auth: {e}"))?
@@ -109,10 +118,7 @@ async fn login(name: &str, config: &PathBuf, scope: Option<&str>) -> Result<(), 
             } else {
                 format!("scopes: {}", scopes.join(" "))
             };
-            println!(
-                "codemode: authorized to mcp server \"{name}\" ({scopes}); kept sealed in {}",
-                dir.display()
-            );
+            println!("codemode: authorized to mcp server \"{name}\" ({scopes}); kept sealed in {kept_in}");
         }
         LoggedIn::WithoutAPerson(grant) => println!(
             "codemode: mcp server \"{name}\" uses the {grant:?} grant, which needs no person: a token was obtained now, and each connection obtains its own; nothing is kept"
@@ -121,22 +127,22 @@ async fn login(name: &str, config: &PathBuf, scope: Option<&str>) -> Result<(), 
     Ok(())
 }
 
-fn list() -> Result<(), String> {
-    let credentials = credentials()?;
+async fn list(credentials: &Credentials) -> Result<(), String> {
     let names = credentials
         .names()
+        .await
         .map_err(|e| format!("codemode auth: {e}"))?;
     if names.is_empty() {
         println!(
             "codemode: no authorization kept (in {})",
-            credentials.dir().display()
+            credentials.describe()
         );
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     for name in names {
-        match credentials.read(&name) {
+        match credentials.read(&name).await {
             Ok(Some(document)) => println!("{name}\t{}", describe(&document, now)),
             Ok(None) => {}
             Err(e) => println!("{name}\tunreadable: {e}"),
@@ -177,10 +183,10 @@ fn describe(document: &Value, now: u64) -> String {
     )
 }
 
-fn logout(name: &str) -> Result<(), String> {
-    let credentials = credentials()?;
+async fn logout(credentials: &Credentials, name: &str) -> Result<(), String> {
     if credentials
         .remove(name)
+        .await
         .map_err(|e| format!("codemode auth: {e}"))?
     {
         println!("codemode: forgot the authorization of mcp server \"{name}\"");

@@ -147,6 +147,9 @@ pub struct ToolArgs {
     /// (`run`, `resume`, `sdk`; not `mcp`, whose person is its client's).
     #[arg(skip)]
     pub person: bool,
+    /// The state store a subcommand names (`--state`), where upstream authorizations are kept.
+    #[arg(skip)]
+    pub state: Option<PathBuf>,
     /// The execution tools' limits, when a subcommand sets them (`mcp --max-jobs`, …).
     #[arg(skip)]
     pub exec_config: Option<codemode_exec::ExecConfig>,
@@ -609,6 +612,7 @@ pub fn main() -> ExitCode {
         Command::Run(mut args) => runtime.block_on(async {
             args.tools.own_dirs.extend(args.pause.local_state());
             args.tools.person = true;
+            args.tools.state = args.pause.state.clone();
             tokio::spawn(run::run(args)).await.unwrap_or_else(|error| {
                 tracing::error!("the run failed inside the host: {error}");
                 EXIT_PROGRAM_FAILED
@@ -617,6 +621,7 @@ pub fn main() -> ExitCode {
         Command::Resume(mut args) => runtime.block_on(async {
             args.tools.own_dirs.extend(args.pause.local_state());
             args.tools.person = true;
+            args.tools.state = args.pause.state.clone();
             tokio::spawn(resume::resume(args))
                 .await
                 .unwrap_or_else(|error| {
@@ -631,6 +636,7 @@ pub fn main() -> ExitCode {
         Command::Auth(args) => runtime.block_on(auth::auth(args)),
         Command::Mcp(mut args) => runtime.block_on(async {
             args.tools.own_dirs.extend(args.pause.local_state());
+            args.tools.state = args.pause.state.clone();
             args.tools
                 .own_files
                 .extend(args.auth_token_files.iter().cloned());

@@ -67,21 +67,39 @@ fn upstream_specs(args: &ToolArgs) -> Result<Vec<UpstreamSpec>, String> {
 }
 
 /// How the upstream servers that need OAuth are authorized to: with the tokens kept in the
-/// state directory, and (under `run`, `resume` and `sdk`) by the person at this terminal where
-/// none is kept.
+/// state store (`--state`, else the default directory), and (under `run`, `resume` and `sdk`)
+/// by the person at this terminal where none is kept.
 pub fn authorization(args: &ToolArgs) -> mcp::upstream::oauth::Authorization {
     use mcp::upstream::oauth::{Authorization, Person};
-    let credentials = Durability::default_dir().and_then(|dir| {
-        mcp::upstream::oauth::Credentials::local(dir)
-            .map_err(|e| tracing::warn!("upstream authorizations cannot be kept: {e}"))
-            .ok()
-    });
+    let credentials = open_credentials(args.state.as_deref())
+        .map_err(|e| tracing::warn!("upstream authorizations cannot be kept: {e}"))
+        .ok();
     let person = if args.person {
         Person::from_env()
     } else {
         None
     };
     Authorization::new(credentials, person, args.config.clone())
+}
+
+/// The credentials of the state store `state` names (a directory or an `s3://` store), else
+/// of the default state directory.
+pub fn open_credentials(
+    state: Option<&std::path::Path>,
+) -> Result<mcp::upstream::oauth::Credentials, String> {
+    let url = state
+        .and_then(|s| s.to_str())
+        .filter(|s| s.starts_with("s3://"));
+    if let Some(url) = url {
+        return Durability::s3(url)
+            .map(|durability| durability.credentials())
+            .map_err(|e| e.to_string());
+    }
+    let dir = state
+        .map(std::path::Path::to_path_buf)
+        .or_else(Durability::default_dir)
+        .ok_or("no state directory: pass --state DIR or set CODEMODE_STATE_DIR")?;
+    mcp::upstream::oauth::Credentials::local(dir).map_err(|e| e.to_string())
 }
 
 /// What sandboxed commands must not see of codemode's: its state directories (the one named

@@ -156,7 +156,7 @@ impl Link {
                 name,
                 url,
                 settings: &settings,
-                scopes: store.granted_scopes(),
+                scopes: store.granted_scopes().await,
                 store,
                 challenge: Some(challenge),
             };

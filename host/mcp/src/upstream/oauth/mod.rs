@@ -147,7 +147,7 @@ pub(crate) async fn manager(
         .await
         .map_err(|e| format!("{url}: {e}"))?;
     if let Some(store) = store {
-        let kept = store.document()?.is_some();
+        let kept = store.document().await?.is_some();
         manager.set_credential_store(store);
         if kept {
             manager

@@ -1,4 +1,4 @@
-//! An upstream's tokens, kept sealed in the state directory (`codemode_durable::Credentials`)
+//! An upstream's tokens, kept sealed in the state store (`codemode_durable::Credentials`)
 //! under the server's name and bound to its URL: a token is never read back for another URL,
 //! should the configuration's entry change.
 
@@ -20,8 +20,8 @@ fn store_error(e: String) -> AuthError {
 
 impl SealedStore {
     /// The kept document, if it is this URL's.
-    pub(crate) fn document(&self) -> Result<Option<Value>, String> {
-        let Some(document) = self.credentials.read(&self.name)? else {
+    pub(crate) async fn document(&self) -> Result<Option<Value>, String> {
+        let Some(document) = self.credentials.read(&self.name).await? else {
             return Ok(None);
         };
         if document.get("url").and_then(Value::as_str) != Some(self.url.as_str()) {
@@ -31,8 +31,8 @@ impl SealedStore {
     }
 
     /// The scopes the kept authorization was granted.
-    pub(crate) fn granted_scopes(&self) -> Vec<String> {
-        let document = self.document().ok().flatten().unwrap_or_default();
+    pub(crate) async fn granted_scopes(&self) -> Vec<String> {
+        let document = self.document().await.ok().flatten().unwrap_or_default();
         document["credentials"]["granted_scopes"]
             .as_array()
             .map(|scopes| {
@@ -48,7 +48,7 @@ impl SealedStore {
 #[async_trait::async_trait]
 impl CredentialStore for SealedStore {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
-        let Some(document) = self.document().map_err(store_error)? else {
+        let Some(document) = self.document().await.map_err(store_error)? else {
             return Ok(None);
         };
         let stored = document.get("credentials").cloned().unwrap_or(Value::Null);
@@ -63,12 +63,14 @@ impl CredentialStore for SealedStore {
         let document = json!({"url": self.url, "credentials": credentials});
         self.credentials
             .keep(&self.name, &document)
+            .await
             .map_err(store_error)
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
         self.credentials
             .remove(&self.name)
+            .await
             .map(drop)
             .map_err(store_error)
     }
