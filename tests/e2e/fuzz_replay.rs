@@ -30,6 +30,19 @@ fn fixtures(dir: &str) -> PathBuf {
 
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let mut seeds = seeds_in(&fixtures("fuzz").join(target));
+    if target == "strip_differential" {
+        // Every erasure case, as a program to compare (an even first byte: the rest is the
+        // program).
+        seeds.extend(
+            seeds_in(&fixtures("strip"))
+                .into_iter()
+                .map(|(path, text)| {
+                    let mut input = vec![0];
+                    input.extend(text);
+                    (path, input)
+                }),
+        );
+    }
     if target == "strip" {
         // Every program the other suites run is a seed for the stripper too.
         seeds.extend(seeds_in(&fixtures("programs")));
@@ -146,6 +159,32 @@ fn strip() {
             .collect();
         fuzz_targets::strip(text.as_bytes());
     }
+}
+
+#[test]
+fn strip_differential() {
+    // On a big stack: swc's stripper parses on the calling thread.
+    std::thread::Builder::new()
+        .stack_size(1 << 30)
+        .spawn(|| {
+            replay(
+                "strip_differential",
+                fuzz_targets::strip_differential,
+                500,
+                256,
+                7,
+            );
+            // Programs of 1 to 40 pieces (an odd first byte).
+            let mut inputs = Inputs(70);
+            for _ in 0..3_000 {
+                let mut input = vec![1];
+                input.extend(inputs.bytes(40));
+                fuzz_targets::strip_differential(&input);
+            }
+        })
+        .expect("a thread for the comparison")
+        .join()
+        .expect("the eraser writes what swc's stripper writes");
 }
 
 #[test]

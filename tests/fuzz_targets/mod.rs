@@ -6,7 +6,7 @@
 //! broken: a decoder that panics or disagrees with its encoder, a run that ends without exactly
 //! one typed outcome, output past the ledger's cap, a reply delivered twice or for a call never
 //! accepted, a binding handed arguments that are not lossless JSON, a module rewrite that panics or
-//! returns a module that does not validate.
+//! returns a module that does not validate, an erasure that differs from swc's stripper's.
 
 mod frames;
 mod programs;
@@ -14,6 +14,7 @@ mod python_programs;
 mod raw_guest;
 mod rewrite;
 mod strip;
+mod strip_differential;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -31,6 +32,7 @@ pub use python_programs::{python_program_text, python_programs};
 pub use raw_guest::{guest_wat, raw_guest};
 pub use rewrite::rewrite;
 pub use strip::strip;
+pub use strip_differential::{differential_program, strip_differential};
 
 /// The budgets every fuzzed run gets: small, so that an execution takes milliseconds.
 pub fn fuzz_budgets() -> Budgets {

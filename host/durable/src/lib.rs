@@ -45,7 +45,8 @@ pub use quota::{pausing_for, DEFAULT_CLIENT_QUOTA_BYTES, DEFAULT_STATE_QUOTA_BYT
 pub use record::{MAX_HEADER_BYTES, MAX_RECORD_BYTES};
 pub use reference::ReferenceError;
 pub use store::{
-    Cutoffs, LocalStore, Records, StateStore, StoreError, Swept, MAX_LEASE_BYTES, MAX_TASK_BYTES,
+    Cutoffs, LocalStore, Records, StateStore, StoreError, Swept, MAX_CREDENTIALS_BYTES,
+    MAX_LEASE_BYTES, MAX_TASK_BYTES,
 };
 
 /// Why a state store cannot be used for durable runs.

@@ -160,7 +160,7 @@ impl Link {
                 store,
                 challenge: Some(challenge),
             };
-            oauth::authorize(login, person).await?;
+            authorization.ask(person, login).await?;
         }
         let (connection, tools) =
             Connection::open(&self.spec, self.client.clone(), STARTUP_TIMEOUT)
@@ -418,22 +418,12 @@ pub async fn start_all(
     questions: &Questions,
     authorization: &oauth::Authorization,
 ) -> (Vec<Upstream>, Vec<UpstreamError>) {
-    // One at a time where a person may be asked to authorize, so that two servers do not
-    // ask at once.
-    let started = if authorization.person().is_some() {
-        let mut started = Vec::new();
-        for spec in specs {
-            started.push(Upstream::start(spec, STARTUP_TIMEOUT, questions, authorization).await);
-        }
-        started
-    } else {
-        futures::future::join_all(
-            specs
-                .iter()
-                .map(|spec| Upstream::start(spec, STARTUP_TIMEOUT, questions, authorization)),
-        )
-        .await
-    };
+    let started = futures::future::join_all(
+        specs
+            .iter()
+            .map(|spec| Upstream::start(spec, STARTUP_TIMEOUT, questions, authorization)),
+    )
+    .await;
     let mut upstreams = Vec::new();
     let mut failures = Vec::new();
     for outcome in started {

@@ -29,6 +29,19 @@ pub(super) struct Remote<'a> {
     pub(super) oauth: Option<&'a OAuthSettings>,
 }
 
+/// A refusal of a token no person granted (`what`), which logging in would not change: a
+/// handshake error that says so.
+fn refused_token(error: UpstreamError, what: &str) -> UpstreamError {
+    match error {
+        UpstreamError::Unauthorized { name, problem, .. } => UpstreamError::Handshake {
+            name,
+            reason: format!("it refused {what}: {problem}"),
+            stderr_tail: String::new(),
+        },
+        other => other,
+    }
+}
+
 /// The HTTP client of an authorized connection: no redirect is followed, so the token goes
 /// to the server's own address only.
 fn http_client() -> Result<reqwest::Client, String> {
@@ -81,7 +94,9 @@ pub(super) async fn connect(
     {
         // The configuration authorizes itself (a static token).
         let transport = || StreamableHttpClientTransport::from_config(config.clone());
-        return Connection::over(name, transport, client, timeout).await;
+        return Connection::over(name, transport, client, timeout)
+            .await
+            .map_err(|e| refused_token(e, "the configured Authorization header"));
     }
     let settings = oauth.cloned().unwrap_or_default();
     let failed = |reason: String| UpstreamError::Handshake {
@@ -99,13 +114,17 @@ pub(super) async fn connect(
             let config = config.auth_header(token);
             let transport =
                 || StreamableHttpClientTransport::with_client(http.clone(), config.clone());
-            return Connection::over(name, transport, client, timeout).await;
+            return Connection::over(name, transport, client, timeout)
+                .await
+                .map_err(|e| refused_token(e, "the token of its cross-app access"));
         }
         Some(Token::Manager(manager)) => {
             let with_token = AuthClient::new(http, *manager);
             let transport =
                 || StreamableHttpClientTransport::with_client(with_token.clone(), config.clone());
-            return Connection::over(name, transport, client, timeout).await;
+            return Connection::over(name, transport, client, timeout)
+                .await
+                .map_err(|e| refused_token(e, "the token of its client credentials"));
         }
         None => {}
     }
@@ -144,7 +163,7 @@ pub(super) async fn connect(
             challenge: Some(&error),
             scopes: Vec::new(),
         };
-        oauth::authorize(login, person).await.map_err(failed)?;
+        authorization.ask(person, login).await.map_err(failed)?;
         authorized += 1;
     }
 }

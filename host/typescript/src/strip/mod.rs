@@ -10,6 +10,8 @@
 
 mod erase;
 mod redeclared;
+#[cfg(any(test, feature = "reference"))]
+pub mod reference;
 mod scan;
 
 use crate::source::{Source, SyntaxError, BASE};

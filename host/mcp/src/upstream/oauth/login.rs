@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use rmcp::transport::auth::{AuthorizationCallback, AuthorizationRequest, OAuthState};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
 use super::settings::OAuthSettings;
@@ -206,8 +206,6 @@ async fn receive(listener: &TcpListener) -> Result<AuthorizationCallback, String
         }
     }
 }
-
-use tokio::io::AsyncReadExt as _;
 
 #[cfg(test)]
 mod tests {

@@ -5,9 +5,9 @@
 //! step-up on `insufficient_scope`, refresh, and the grants without a person (client
 //! credentials with a secret or a signed key; cross-app access).
 //!
-//! Tokens a person granted are kept sealed in the state directory ([`store`]) and refreshed
-//! before they expire; those of the grants without a person are made at each connection and
-//! kept in memory. A token travels only in the `Authorization` header of requests to its
+//! Tokens a person granted are kept sealed in the state store (`store.rs`) and refreshed (by
+//! rmcp, 30 s before they expire, the new ones kept); those of the grants without a person are
+//! made at each connection and kept in memory. A token travels only in the `Authorization` header of requests to its
 //! server: never to a program, a command, a log line, an event or a trace.
 
 mod login;
@@ -100,6 +100,8 @@ pub struct Authorization {
     credentials: Option<Credentials>,
     person: Option<Arc<Person>>,
     config: Option<PathBuf>,
+    /// Held while the person authorizes: one address at a time, whichever servers ask.
+    asking: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Authorization {
@@ -114,7 +116,19 @@ impl Authorization {
             credentials,
             person: person.map(Arc::new),
             config,
+            asking: Arc::default(),
         }
+    }
+
+    /// Has the person authorize (`login`), after any authorization under way for another
+    /// server.
+    pub(crate) async fn ask(
+        &self,
+        person: &Person,
+        login: Login<'_>,
+    ) -> Result<Vec<String>, String> {
+        let _one = self.asking.lock().await;
+        authorize(login, person).await
     }
 
     /// The command that authorizes to server `name`.

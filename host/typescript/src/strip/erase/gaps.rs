@@ -51,7 +51,7 @@ pub(super) fn has_line_break(text: &str, from: usize, to: usize) -> bool {
         .is_some_and(|t| t.contains(['\n', '\r', '\u{2028}', '\u{2029}']))
 }
 
-pub(super) fn is_line_break(c: char) -> bool {
+pub(in crate::strip) fn is_line_break(c: char) -> bool {
     matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}')
 }
 

@@ -12,6 +12,9 @@ mod classes;
 mod edits;
 mod gaps;
 
+#[cfg(any(test, feature = "reference"))]
+pub(super) use gaps::is_line_break;
+
 use swc_common::{BytePos, Span, Spanned};
 use swc_ecma_ast::*;
 use swc_ecma_visit::{Visit, VisitWith};

@@ -165,63 +165,7 @@ fn constructs_needing_generated_code_are_refused_where_they_start() {
     assert!(strip_types("declare namespace D { export as namespace D; }\nreturn 1").is_ok());
 }
 
-/// What swc's own stripper (its strip-only mode) makes of `program`, with each type character
-/// one space, as the eraser writes it; `None` when it refuses.
-fn reference(program: &str) -> Option<String> {
-    use swc_common::errors::{EmitterWriter, Handler};
-    use swc_common::sync::Lrc;
-    use swc_common::{SourceMap, GLOBALS};
-    use swc_ts_fast_strip::{operate, Mode, Options};
-
-    use crate::strip::{PREFIX, SUFFIX};
-
-    let cm: Lrc<SourceMap> = Default::default();
-    let quiet = EmitterWriter::new(Box::new(std::io::sink()), None, false, false);
-    let handler = Handler::with_emitter(false, false, Box::new(quiet));
-    let options = Options {
-        module: Some(false),
-        mode: Mode::StripOnly,
-        ..Default::default()
-    };
-    let wrapped = format!("{PREFIX}{program}{SUFFIX}");
-    let output = GLOBALS
-        .set(&Default::default(), || {
-            operate(&cm, &handler, wrapped, options)
-        })
-        .ok()?;
-    let code = output.code;
-    let body = &code[PREFIX.len()..code.len() - SUFFIX.len()];
-    Some(one_space_per_character(program, body))
-}
-
-/// swc's stripper writes a space per UTF-16 unit; the eraser, per character.
-fn one_space_per_character(program: &str, stripped: &str) -> String {
-    let mut out = stripped.chars();
-    program
-        .chars()
-        .map(|c| {
-            let o = out.next().unwrap_or(' ');
-            if o != c && c.len_utf16() == 2 {
-                out.next();
-            }
-            o
-        })
-        .collect()
-}
-
-/// Whitespace other than line breaks, written as a space: erased whitespace may be kept or
-/// blanked, to the same effect.
-fn normalized(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_whitespace() && !super::gaps::is_line_break(c) || c == '\u{feff}' {
-                ' '
-            } else {
-                c
-            }
-        })
-        .collect()
-}
+use crate::strip::reference::{normalized, reference};
 
 fn typescript_fixtures() -> Vec<(std::path::PathBuf, String)> {
     fn walk(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, String)>) {
