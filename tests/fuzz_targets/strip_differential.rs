@@ -7,7 +7,8 @@
 //! one refuses, the other must too, but for the refusals codemode makes on purpose: a name
 //! declared twice at the top of the program (Node's SyntaxError, which swc's stripper leaves to
 //! the engine), `global { … }` without `declare` and `export as namespace` in a program, which
-//! swc's stripper erases code and all.
+//! swc's stripper erases code and all, a program that closes the function it is wrapped in, and
+//! the bound on labels nested in themselves.
 
 use codemode_host::strip::reference::{normalized, reference};
 use codemode_host::strip::strip_types;
@@ -96,15 +97,45 @@ pub fn differential_program(data: &[u8]) -> String {
     }
 }
 
-/// Whether `message` is one of the refusals codemode makes where swc's stripper erases.
+/// Whether `message` is one of the refusals codemode makes where swc's stripper erases: the
+/// early errors and constructs above, a `}` that closes the function the program is wrapped in
+/// (swc's stripper strips the wrapped text, whatever it is), and the bound on a name used as a
+/// label (or key, or annotated name) inside itself, which keeps the parser from quadratic work
+/// (`scan.rs`).
 fn deliberate(message: &str) -> bool {
     message.contains("has already been declared")
         || message.contains("`global")
         || message.contains("export as namespace")
+        || message.contains("the function it is wrapped in")
+        || message.contains("does not parse as a function body")
+        || message.contains("repeats a label")
+}
+
+/// Deeper than this, the comparison is skipped: swc's stripper parses on the calling thread and
+/// would overflow its stack; how deep programs fare is the `strip` target's business.
+const MAX_NESTING: usize = 256;
+
+/// How deep the brackets of `program` nest, at most.
+fn nesting(program: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for c in program.chars() {
+        match c {
+            '(' | '[' | '{' | '<' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | ']' | '}' | '>' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 pub fn strip_differential(data: &[u8]) {
     let program = differential_program(data);
+    if nesting(&program) > MAX_NESTING {
+        return;
+    }
     let ours = strip_types(&program);
     // swc's stripper may panic on what the fuzzer writes; that is its failure, not the eraser's.
     let Ok(theirs) = std::panic::catch_unwind(|| reference(&program)) else {
