@@ -4,7 +4,8 @@
 # is kept, run a program with no person to ask (the kept token is used), log out, and run again
 # (refused, naming the command). With $CODEMODE_LOGIN_SCOPE, a second login asks for that
 # scope and the program runs again; with $CODEMODE_LOGIN_STATE, every command is given it as
-# `--state` (a shared store). What each step printed is written to
+# `--state` (a shared store). A second login without the configuration finds the server's
+# address with the authorization kept. What each step printed is written to
 # $CODEMODE_LOGIN_REPORT for the test (tests/e2e/conformance.rs) to read, with the kept file's
 # bytes in hex.
 set -uo pipefail
@@ -42,6 +43,9 @@ TS
   echo
   echo "== run"
   env -u BROWSER RUST_LOG=trace "$codemode" run --config "$work/config.json" "${state[@]}" "$work/program.ts" </dev/null 2>&1
+  echo "exit $?"
+  echo "== login again"
+  BROWSER="$here/browser.sh" "$codemode" auth login s "${state[@]}" 2>&1
   echo "exit $?"
   if [ -n "${CODEMODE_LOGIN_SCOPE:-}" ]; then
     echo "== login wider"

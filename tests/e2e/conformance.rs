@@ -284,6 +284,12 @@ fn auth_login_keeps_a_sealed_token_that_runs_use_until_logout() {
     assert!(run.contains("mcp__s__"), "{run}");
     assert!(run.ends_with("exit 0"), "{run}");
     assert!(!run.contains("needs authorization"), "{run}");
+    // Without its configuration, a server authorized to before is authorized to again.
+    let again = section("login again");
+    assert!(
+        again.contains("codemode: authorized to mcp server \"s\"") && again.ends_with("exit 0"),
+        "{again}"
+    );
     let logout = section("logout");
     assert!(
         logout.contains("forgot the authorization of mcp server \"s\""),
@@ -429,6 +435,12 @@ fn auth_says_what_it_cannot_authorize_and_what_it_does_not_keep() {
     assert_eq!(code, Some(2), "{text}");
     assert!(
         text.contains("mcpServers.remote.oauth: grant_type client_credentials needs client_id and client_secret or private_key_pem"),
+        "{text}"
+    );
+    let (code, text) = auth(&["login", "remote"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("no authorization is kept for mcp server \"remote\": name the configuration that has it with --config FILE"),
         "{text}"
     );
     let (code, text) = auth(&["logout", "remote"]);

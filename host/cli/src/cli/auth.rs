@@ -33,9 +33,10 @@ enum AuthCommand {
     Login {
         /// The server, as its configuration names it.
         name: String,
-        /// The `{"mcpServers": …}` file that names it.
+        /// The `{"mcpServers": …}` file that names it; without it, a server authorized to
+        /// before is authorized to again at the address kept for it.
         #[arg(long, value_name = "FILE")]
-        config: PathBuf,
+        config: Option<PathBuf>,
         /// Scopes to ask for besides those the server names (space-separated).
         #[arg(long)]
         scope: Option<String>,
@@ -62,7 +63,7 @@ pub async fn auth(args: AuthArgs) -> u8 {
             name,
             config,
             scope,
-        } => login(credentials, &name, &config, scope.as_deref()).await,
+        } => login(credentials, &name, config.as_deref(), scope.as_deref()).await,
         AuthCommand::List => list(&credentials).await,
         AuthCommand::Logout { name } => logout(&credentials, &name).await,
     };
@@ -78,25 +79,22 @@ pub async fn auth(args: AuthArgs) -> u8 {
 async fn login(
     credentials: Credentials,
     name: &str,
-    config: &PathBuf,
+    config: Option<&std::path::Path>,
     scope: Option<&str>,
 ) -> Result<(), String> {
-    let text = std::fs::read_to_string(config).map_err(|e| {
-        format!(
-            "codemode auth: cannot read --config {}: {e}",
-            config.display()
-        )
-    })?;
-    let specs = UpstreamSpec::from_config(&text)
-        .map_err(|e| format!("codemode auth: --config {}: {e}", config.display()))?;
-    let spec = specs.iter().find(|spec| spec.name == name).ok_or_else(|| {
-        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        format!(
-            "codemode auth: {} names no mcp server \"{name}\" (it names: {})",
-            config.display(),
-            names.join(", ")
-        )
-    })?;
+    let spec = match config {
+        Some(config) => configured(name, config)?,
+        None => {
+            let url = oauth::kept_url(&credentials, name)
+                .await
+                .map_err(|e| format!("codemode auth: {e}"))?;
+            let url = url.ok_or_else(|| {
+                format!("codemode auth: no authorization is kept for mcp server \"{name}\": name the configuration that has it with --config FILE")
+            })?;
+            UpstreamSpec::at_url(name, &url).map_err(|e| format!("codemode auth: {e}"))?
+        }
+    };
+    let spec = &spec;
     let person = Person::new(
         std::env::var("BROWSER")
             .ok()
@@ -125,6 +123,29 @@ async fn login(
         ),
     }
     Ok(())
+}
+
+/// Server `name` of the configuration file `config`.
+fn configured(name: &str, config: &std::path::Path) -> Result<UpstreamSpec, String> {
+    let text = std::fs::read_to_string(config).map_err(|e| {
+        format!(
+            "codemode auth: cannot read --config {}: {e}",
+            config.display()
+        )
+    })?;
+    let specs = UpstreamSpec::from_config(&text)
+        .map_err(|e| format!("codemode auth: --config {}: {e}", config.display()))?;
+    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    specs
+        .into_iter()
+        .find(|spec| spec.name == name)
+        .ok_or_else(|| {
+            format!(
+                "codemode auth: {} names no mcp server \"{name}\" (it names: {})",
+                config.display(),
+                names.join(", ")
+            )
+        })
 }
 
 async fn list(credentials: &Credentials) -> Result<(), String> {

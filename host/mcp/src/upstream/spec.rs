@@ -247,6 +247,12 @@ impl UpstreamSpec {
         Ok(specs)
     }
 
+    /// Server `name` at `url`, with no headers and OAuth as the server asks for it.
+    pub fn at_url(name: &str, url: &str) -> Result<Self, UpstreamError> {
+        check_name(name)?;
+        Self::remote(name, &Value::String(url.to_owned()), None, None)
+    }
+
     /// A `{url, headers?, oauth?}` entry.
     fn remote(
         name: &str,

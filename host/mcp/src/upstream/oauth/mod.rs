@@ -173,6 +173,14 @@ pub(crate) async fn manager(
     Ok(manager)
 }
 
+/// The address kept with server `name`'s authorization, if one is kept.
+pub async fn kept_url(credentials: &Credentials, name: &str) -> Result<Option<String>, String> {
+    Ok(credentials
+        .read(name)
+        .await?
+        .and_then(|document| document["url"].as_str().map(str::to_owned)))
+}
+
 /// What `codemode auth login` did.
 #[derive(Debug)]
 pub enum LoggedIn {
