@@ -90,7 +90,7 @@ impl Call {
                 self.link
                     .reauthorize(&connection, &challenge)
                     .await
-                    .map_err(|why| ToolError::new(why.to_string()))?;
+                    .map_err(ToolError::new)?;
                 match self.attempt(args, ctx).await {
                     Err(Failure::Refused(..)) => Err(ToolError::new(format!(
                         "mcp server \"{}\" refused the call's authorization again after codemode authorized again; run `{}` with the scopes it needs",
