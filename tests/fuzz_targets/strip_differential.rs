@@ -100,8 +100,8 @@ pub fn differential_program(data: &[u8]) -> String {
 /// Whether `message` is one of the refusals codemode makes where swc's stripper erases: the
 /// early errors and constructs above, a `}` that closes the function the program is wrapped in
 /// (swc's stripper strips the wrapped text, whatever it is), and the bound on a name used as a
-/// label (or key, or annotated name) inside itself, which keeps the parser from quadratic work
-/// (`scan.rs`).
+/// label (or key, or annotated name) inside itself and on `<T>` tries in one statement, which
+/// keep the parser from quadratic and exponential work (`scan.rs`).
 fn deliberate(message: &str) -> bool {
     message.contains("has already been declared")
         || message.contains("`global")
@@ -109,6 +109,7 @@ fn deliberate(message: &str) -> bool {
         || message.contains("the function it is wrapped in")
         || message.contains("does not parse as a function body")
         || message.contains("repeats a label")
+        || message.contains("type assertions or generic arrow functions")
 }
 
 /// Deeper than this, the comparison is skipped: swc's stripper parses on the calling thread and

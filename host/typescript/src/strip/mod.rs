@@ -38,7 +38,7 @@ pub const MAX_NESTING: usize = 10_000;
 /// Longest program accepted, in bytes.
 pub const MAX_PROGRAM_BYTES: usize = 1024 * 1024;
 
-pub use scan::MAX_LABEL_PAIRS;
+pub use scan::{MAX_LABEL_PAIRS, MAX_SPECULATIVE_ANGLES};
 
 /// swc's parser and visitors recurse once per nesting level, and not only on brackets (a run of
 /// prefix operators, `a = a = …`, `x => x => …` nest too), at up to about 0.9 KiB of stack per
@@ -80,6 +80,12 @@ fn plan(program: &str) -> Result<Plan, StripError> {
     if scanned.label_pairs > MAX_LABEL_PAIRS {
         return Err(refusal(format!(
             "program repeats a label (or object key) inside itself more than {MAX_LABEL_PAIRS} times; a duplicate label is a syntax error: rename it, or flatten the object"
+        )));
+    }
+    if scanned.speculative_angles > MAX_SPECULATIVE_ANGLES {
+        return Err(refusal(format!(
+            "program has {} type assertions or generic arrow functions (`<T>…`) in one statement; the limit is {MAX_SPECULATIVE_ANGLES}, past which parsing them takes too long: write assertions as `x as T`, or split the statement",
+            scanned.speculative_angles
         )));
     }
     if inline_fits(program.len(), scanned.nesting) {
@@ -329,6 +335,37 @@ mod tests {
             let err = strip_types(&hostile).unwrap_err();
             assert!(err.message.contains("repeats a label"), "{}", err.message);
         }
+    }
+
+    #[test]
+    fn nested_type_assertions_and_generic_arrows_past_the_limit_are_refused_before_parsing() {
+        // Each of these took the parser seconds to minutes (time exponential in the nesting).
+        for hostile in [
+            "<T><T>(".repeat(16),
+            "<T><T><T><T>(".repeat(10),
+            "<T>(x: T) => ".repeat(30) + "<T>(",
+            "(<T>".repeat(40),
+            "<T><T>(<T><T><T><T><T><T><T>(<T><T><T><T><T>(<T><T><T>(<T><T><T><T>(<T><T><T><T><T><T><T>(<T><T><T><T><T>(<T><T><T>(<T><T>!<T><T>!<T><T>(<T><T>!<T><T><T>x = a < b > (c);".to_owned(),
+        ] {
+            let err = strip_types(&hostile).unwrap_err();
+            assert!(
+                err.message.contains("type assertions or generic arrow functions"),
+                "{}",
+                err.message
+            );
+        }
+        // Up to the limit, and any number across statements, they parse.
+        let generic: String = (0..40)
+            .map(|i| {
+                format!("const id{i} = <T,>(x: T): T => x;\nconst n{i} = id{i}(<U,>(u: U) => u);\n")
+            })
+            .collect();
+        assert!(strip_types(&generic).is_ok());
+        let nested = format!(
+            "const f = {}0;",
+            "<T>(x: T) => ".repeat(MAX_SPECULATIVE_ANGLES)
+        );
+        assert!(strip_types(&nested).is_ok());
     }
 
     #[test]

@@ -16,6 +16,13 @@ use std::collections::HashMap;
 /// Most pairs of a label and an enclosing label of the same name a program may contain.
 pub const MAX_LABEL_PAIRS: usize = 10_000;
 
+/// Most `<` in one statement where an expression starts (a type assertion `<T>x` or a generic
+/// arrow function `<T>(x: T) => …`). swc tries each such `<` both ways, and when the tries
+/// nest and fail (`<T><T>(<T><T>(…`) it reparses what follows each: time exponential in their
+/// number (a program of 112 characters took a minute). A statement written by anyone has a
+/// few; 16 of them cost the parser well under a second whatever they are.
+pub const MAX_SPECULATIVE_ANGLES: usize = 16;
+
 /// What the pass found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scan {
@@ -23,6 +30,9 @@ pub struct Scan {
     pub nesting: usize,
     /// Pairs of a possible label and an enclosing possible label of the same name.
     pub label_pairs: usize,
+    /// The most `<` where an expression starts in one statement (strings, templates and
+    /// comments skipped): see [`MAX_SPECULATIVE_ANGLES`].
+    pub speculative_angles: usize,
 }
 
 fn is_ident(b: u8) -> bool {
@@ -173,7 +183,53 @@ pub fn scan(program: &str) -> Scan {
     Scan {
         nesting,
         label_pairs: pairs,
+        speculative_angles: speculative_angles(bytes),
     }
+}
+
+/// The most `<` in one statement that follow what an expression can start after (an opening
+/// bracket, a comma, an operator, `=>`, a closing `>`, the start): each is a type assertion or
+/// a generic arrow function the parser must try both ways (not after `!`, which is more often
+/// a non-null assertion before a comparison). Statements are told apart by `;`,
+/// `{` and `}` (an object literal or a block body starts another: it can only under-count).
+/// Strings, template literals and comments are skipped; a `<` after a name, a number, `)` or
+/// `]` (a comparison, a generic call's type arguments) is not counted.
+fn speculative_angles(bytes: &[u8]) -> usize {
+    let mut most = 0usize;
+    let mut count = 0usize;
+    // The last byte of code read: 0 at the start.
+    let mut prev = 0u8;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'\'' | b'"' | b'`' => {
+                // To the closing quote, escapes skipped; a template's `${…}` too.
+                i += 1;
+                while i < bytes.len() && bytes[i] != b {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                prev = b;
+                continue;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') || bytes.get(i + 1) == Some(&b'*') => {
+                i = skip_trivia(bytes, i);
+                continue;
+            }
+            b';' | b'{' | b'}' => count = 0,
+            b'<' if prev == 0 || b"(,=>:?[&|+-*%^~".contains(&prev) => {
+                count += 1;
+                most = most.max(count);
+            }
+            _ => {}
+        }
+        if !b.is_ascii_whitespace() {
+            prev = b;
+        }
+        i += 1;
+    }
+    most
 }
 
 #[cfg(test)]
@@ -217,6 +273,26 @@ mod tests {
         assert_eq!(pairs(&objects), 1_000);
         let quadratic = "a:".repeat(200);
         assert_eq!(pairs(&quadratic), 200 * 199 / 2);
+    }
+
+    #[test]
+    fn speculative_angles_are_counted_per_statement_outside_strings() {
+        let angles = |program: &str| scan(program).speculative_angles;
+        assert_eq!(angles(&"<T><T>(".repeat(8)), 16);
+        assert_eq!(
+            angles("const id = <T,>(x: T): T => x; const n = <number>v;"),
+            1
+        );
+        assert_eq!(
+            angles("f<T>(x); a < b; m.get(k)! < 2; if (a<b && c>d) {}"),
+            0
+        );
+        assert_eq!(angles(&"const f = <T>(x: T) => x;\n".repeat(100)), 1);
+        let html = format!("const page = \"{}\";", "<p>(<b>x</b>)</p>".repeat(50));
+        assert_eq!(angles(&html), 0);
+        let template = format!("const page = `${{a}}{}`;", "><i>".repeat(50));
+        assert_eq!(angles(&template), 0);
+        assert_eq!(angles("// (<T><T>\n/* (<a><b> */ x"), 0);
     }
 
     #[test]
