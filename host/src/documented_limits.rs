@@ -18,7 +18,10 @@ use crate::config::{
 };
 use crate::engine::MAX_CONCURRENT_RUNS;
 use crate::store::{MAX_REJECTION_BYTES, RECORD_NAME_BYTES};
-use crate::strip::{MAX_LABEL_PAIRS, MAX_NESTING, MAX_PROGRAM_BYTES, MAX_SPECULATIVE_ANGLES};
+use crate::strip::{
+    MAX_ANGLES_IN_COMPUTED_KEYS, MAX_LABEL_PAIRS, MAX_NESTING, MAX_PROGRAM_BYTES,
+    MAX_SPECULATIVE_ANGLES,
+};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -173,7 +176,7 @@ fn the_guide_s_budget_and_limit_tables_match_the_code() {
     ];
     // Fixed limits and rates: the quantity in the second column.
     let stack = guest_stack_bytes();
-    let fixed: [(&str, u64); 16] = [
+    let fixed: [(&str, u64); 17] = [
         ("fuel per ms of `--compute-ms`", FUEL_PER_MS),
         (
             "fuel a computing guest holds between visits to the host",
@@ -195,6 +198,10 @@ fn the_guide_s_budget_and_limit_tables_match_the_code() {
         (
             "`<T>` assertions and generic arrows per statement",
             MAX_SPECULATIVE_ANGLES as u64,
+        ),
+        (
+            "`<` open in nested computed keys",
+            MAX_ANGLES_IN_COMPUTED_KEYS as u64,
         ),
         ("tool calls in one run", MAX_CALLS_PER_RUN as u64),
         ("timers armed", MAX_TIMERS as u64),

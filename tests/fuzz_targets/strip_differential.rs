@@ -115,6 +115,7 @@ fn deliberate(message: &str) -> bool {
 fn bounded(message: &str) -> bool {
     message.contains("repeats a label")
         || message.contains("type assertions or generic arrow functions")
+        || message.contains("computed keys")
         || message.contains("the limit is")
 }
 

@@ -38,7 +38,7 @@ pub const MAX_NESTING: usize = 10_000;
 /// Longest program accepted, in bytes.
 pub const MAX_PROGRAM_BYTES: usize = 1024 * 1024;
 
-pub use scan::{MAX_LABEL_PAIRS, MAX_SPECULATIVE_ANGLES};
+pub use scan::{MAX_ANGLES_IN_COMPUTED_KEYS, MAX_LABEL_PAIRS, MAX_SPECULATIVE_ANGLES};
 
 /// swc's parser and visitors recurse once per nesting level, and not only on brackets (a run of
 /// prefix operators, `a = a = …`, `x => x => …` nest too), at up to about 0.9 KiB of stack per
@@ -86,6 +86,12 @@ fn plan(program: &str) -> Result<Plan, StripError> {
         return Err(refusal(format!(
             "program has {} type assertions or generic arrow functions (`<T>…`) in one statement; the limit is {MAX_SPECULATIVE_ANGLES}, past which parsing them takes too long: write assertions as `x as T`, or split the statement",
             scanned.speculative_angles
+        )));
+    }
+    if scanned.angles_in_computed_keys > MAX_ANGLES_IN_COMPUTED_KEYS {
+        return Err(refusal(format!(
+            "program leaves {} `<` open inside computed keys (`{{[a < b]: …}}`) nested in one another; the limit is {MAX_ANGLES_IN_COMPUTED_KEYS}, past which parsing them takes too long: compute the keys before the object",
+            scanned.angles_in_computed_keys
         )));
     }
     if inline_fits(program.len(), scanned.nesting) {
@@ -366,6 +372,19 @@ mod tests {
             "<T>(x: T) => ".repeat(MAX_SPECULATIVE_ANGLES)
         );
         assert!(strip_types(&nested).is_ok());
+    }
+
+    #[test]
+    fn comparisons_nested_in_computed_keys_past_the_limit_are_refused_before_parsing() {
+        for hostile in [
+            format!("x = {}", "[{[A< mb <n".repeat(8)),
+            format!("x = {}", "{[A<".repeat(12)),
+        ] {
+            let err = strip_types(&hostile).unwrap_err();
+            assert!(err.message.contains("computed keys"), "{}", err.message);
+        }
+        let keyed = "const o = { [a < b ? 'x' : 'y']: { [c < d ? 'p' : 'q']: 1 } };\nreturn o;";
+        assert!(strip_types(keyed).is_ok());
     }
 
     #[test]

@@ -23,6 +23,13 @@ pub const MAX_LABEL_PAIRS: usize = 10_000;
 /// few; 16 of them cost the parser well under a second whatever they are.
 pub const MAX_SPECULATIVE_ANGLES: usize = 16;
 
+/// Most `<` after a name left open inside the computed keys (`{[…`) that are open at once.
+/// swc reads such a `<` as the start of type arguments and tries the key's text both ways, and
+/// keys nested in keys multiply the tries: `{[A<` nine times took a second, `[{[A< b <n`
+/// eight times 48 seconds. A computed key holding a comparison is rare; eight of them open at
+/// once cost the parser a fraction of a second.
+pub const MAX_ANGLES_IN_COMPUTED_KEYS: usize = 8;
+
 /// What the pass found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scan {
@@ -33,6 +40,9 @@ pub struct Scan {
     /// The most `<` where an expression starts in one statement (strings, templates and
     /// comments skipped): see [`MAX_SPECULATIVE_ANGLES`].
     pub speculative_angles: usize,
+    /// The most `<` after a name open in the computed keys open at once: see
+    /// [`MAX_ANGLES_IN_COMPUTED_KEYS`].
+    pub angles_in_computed_keys: usize,
 }
 
 fn is_ident(b: u8) -> bool {
@@ -184,7 +194,73 @@ pub fn scan(program: &str) -> Scan {
         nesting,
         label_pairs: pairs,
         speculative_angles: speculative_angles(bytes),
+        angles_in_computed_keys: angles_in_computed_keys(bytes),
     }
+}
+
+/// The most `<` after a name (or a number, `)` or `]`) that are open at once inside open
+/// computed keys (a computed key being a `[` right after `{`, and what it holds). A `>` closes
+/// the last `<` of its bracket (not the `>` of `=>` or `>=`). Strings, templates and comments
+/// are skipped.
+fn angles_in_computed_keys(bytes: &[u8]) -> usize {
+    // Per open bracket: whether it is (inside) a computed key, and its open `<`.
+    let mut frames: Vec<(bool, usize)> = Vec::new();
+    let mut open = 0usize;
+    let mut most = 0usize;
+    let mut prev = 0u8;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'\'' | b'"' | b'`' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                prev = b;
+                continue;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') || bytes.get(i + 1) == Some(&b'*') => {
+                i = skip_trivia(bytes, i);
+                continue;
+            }
+            b'(' | b'[' | b'{' => {
+                let inside = frames.last().is_some_and(|(key, _)| *key);
+                frames.push((inside || (b == b'[' && prev == b'{'), 0));
+            }
+            b')' | b']' | b'}' => {
+                if let Some((key, angles)) = frames.pop() {
+                    if key {
+                        open -= angles;
+                    }
+                }
+            }
+            b'<' if is_ident(prev) || prev == b')' || prev == b']' => {
+                if let Some((key, angles)) = frames.last_mut() {
+                    if *key {
+                        *angles += 1;
+                        open += 1;
+                        most = most.max(open);
+                    }
+                }
+            }
+            b'>' if prev != b'=' && bytes.get(i + 1) != Some(&b'=') => {
+                if let Some((key, angles)) = frames.last_mut() {
+                    if *key && *angles > 0 {
+                        *angles -= 1;
+                        open -= 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+        if !b.is_ascii_whitespace() {
+            prev = b;
+        }
+        i += 1;
+    }
+    most
 }
 
 /// The most `<` in one statement that follow what an expression can start after (an opening
@@ -293,6 +369,24 @@ mod tests {
         let template = format!("const page = `${{a}}{}`;", "><i>".repeat(50));
         assert_eq!(angles(&template), 0);
         assert_eq!(angles("// (<T><T>\n/* (<a><b> */ x"), 0);
+    }
+
+    #[test]
+    fn angles_open_in_computed_keys_are_counted_while_the_keys_are_open() {
+        let keys = |program: &str| scan(program).angles_in_computed_keys;
+        assert_eq!(keys(&"{[A<".repeat(9)), 9);
+        assert_eq!(keys(&"[{[A< mb <n".repeat(5)), 10);
+        assert_eq!(
+            keys("const o = { [a < b ? 'x' : 'y']: 1, [k]: f<T>(x) };"),
+            1
+        );
+        assert_eq!(
+            keys("const m: Map<string, Array<number>> = new Map(); if (a < b) {}"),
+            0
+        );
+        assert_eq!(keys(&"const o = { [`${a < b}`]: 1 };\n".repeat(20)), 0);
+        assert_eq!(keys(&"{[A<B>]: 1}, ".repeat(20)), 1);
+        assert_eq!(keys("{[[[[A< mb <n[n| [{[[[[A< mb <n"), 4);
     }
 
     #[test]
