@@ -456,14 +456,16 @@ mod tests {
 
     #[test]
     fn an_oauth_entry_reads_its_settings_secrets_from_the_environment_and_refuses_the_unknown() {
-        std::env::set_var("CODEMODE_TEST_OAUTH_SECRET", "from-env");
+        // A variable every environment has: setting one would race the other tests' reads.
+        let path = std::env::var("PATH").unwrap_or_default();
+        assert!(!path.is_empty(), "cargo runs tests with a PATH");
         let entry = |oauth: &str| {
             format!(
                 r#"{{"mcpServers": {{"r": {{"url": "https://mcp.example.com/mcp", "oauth": {oauth}}}}}}}"#
             )
         };
         let specs = UpstreamSpec::from_config(&entry(
-            r#"{"grant_type": "client_credentials", "client_id": "c", "client_secret": "${CODEMODE_TEST_OAUTH_SECRET}", "scope": "a b"}"#,
+            r#"{"grant_type": "client_credentials", "client_id": "c", "client_secret": "${PATH}", "scope": "a b"}"#,
         ))
         .unwrap();
         let Transport::Url {
@@ -473,9 +475,9 @@ mod tests {
             panic!("{specs:?}");
         };
         assert_eq!(oauth.grant, super::super::oauth::Grant::ClientCredentials);
-        assert_eq!(oauth.client_secret.as_deref(), Some("from-env"));
+        assert_eq!(oauth.client_secret.as_deref(), Some(path.as_str()));
         assert_eq!(oauth.scopes(), ["a", "b"]);
-        assert!(!format!("{oauth:?}").contains("from-env"));
+        assert!(!format!("{oauth:?}").contains(&path));
         for (bad, why) in [
             (
                 r#"{"client_secret": "${CODEMODE_TEST_UNSET_VARIABLE}"}"#,
