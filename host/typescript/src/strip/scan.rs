@@ -116,6 +116,23 @@ fn skip_trivia(bytes: &[u8], mut i: usize) -> usize {
     }
 }
 
+/// Where a string, template literal or comment that starts at `i` ends (a template's `${…}`
+/// skipped with it); `None` when none starts there.
+fn skip_literal(bytes: &[u8], i: usize) -> Option<usize> {
+    let quote = bytes[i];
+    match quote {
+        b'\'' | b'"' | b'`' => {
+            let mut at = i + 1;
+            while at < bytes.len() && bytes[at] != quote {
+                at += if bytes[at] == b'\\' { 2 } else { 1 };
+            }
+            Some(at + 1)
+        }
+        b'/' if matches!(bytes.get(i + 1), Some(b'/' | b'*')) => Some(skip_trivia(bytes, i)),
+        _ => None,
+    }
+}
+
 /// One pass over `program`.
 pub fn scan(program: &str) -> Scan {
     let bytes = program.as_bytes();
@@ -212,17 +229,11 @@ fn angles_in_computed_keys(bytes: &[u8]) -> usize {
     while i < bytes.len() {
         let b = bytes[i];
         match b {
-            b'\'' | b'"' | b'`' => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != b {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+            b'\'' | b'"' | b'`' | b'/' if let Some(after) = skip_literal(bytes, i) => {
+                if b != b'/' {
+                    prev = b;
                 }
-                i += 1;
-                prev = b;
-                continue;
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'/') || bytes.get(i + 1) == Some(&b'*') => {
-                i = skip_trivia(bytes, i);
+                i = after;
                 continue;
             }
             b'(' | b'[' | b'{' => {
@@ -279,18 +290,11 @@ fn speculative_angles(bytes: &[u8]) -> usize {
     while i < bytes.len() {
         let b = bytes[i];
         match b {
-            b'\'' | b'"' | b'`' => {
-                // To the closing quote, escapes skipped; a template's `${…}` too.
-                i += 1;
-                while i < bytes.len() && bytes[i] != b {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+            b'\'' | b'"' | b'`' | b'/' if let Some(after) = skip_literal(bytes, i) => {
+                if b != b'/' {
+                    prev = b;
                 }
-                i += 1;
-                prev = b;
-                continue;
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'/') || bytes.get(i + 1) == Some(&b'*') => {
-                i = skip_trivia(bytes, i);
+                i = after;
                 continue;
             }
             b';' | b'{' | b'}' => count = 0,
