@@ -77,18 +77,25 @@ impl Cgroups {
     /// A new cgroup in every place, with `limits` written; the child joins it through
     /// [`Membership::join_fds`].
     pub fn enter(&self, limits: Limits) -> io::Result<Membership> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "codemode-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
+        // A name can be taken: a process that exited before its cgroups were removed (their
+        // removal runs on a thread of its own) leaves them behind, and in a container the next
+        // process may get its pid. Such a name is passed over for the next one.
+        let mut tries = 0;
+        loop {
+            match self.enter_as(&fresh_name(), limits) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 64 => tries += 1,
+                entered => return entered,
+            }
+        }
+    }
+
+    fn enter_as(&self, name: &str, limits: Limits) -> io::Result<Membership> {
         let mut membership = Membership {
             dirs: Vec::new(),
             procs: Vec::new(),
         };
         for place in &self.places {
-            let dir = place.dir.join(&name);
+            let dir = place.dir.join(name);
             fs::create_dir(&dir)?;
             membership.dirs.push(dir.clone());
             if place.pids {
@@ -109,6 +116,17 @@ impl Cgroups {
         }
         Ok(membership)
     }
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A cgroup name no earlier call of this process used.
+fn fresh_name() -> String {
+    format!(
+        "codemode-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn write(file: &Path, value: u64) -> io::Result<()> {
@@ -194,7 +212,13 @@ impl Membership {
 
 impl Drop for Membership {
     fn drop(&mut self) {
-        let dirs = std::mem::take(&mut self.dirs);
+        let mut dirs = std::mem::take(&mut self.dirs);
+        // Most are empty by now, and removing them here leaves none behind when the process
+        // exits next.
+        dirs.retain(|dir| fs::remove_dir(dir).is_err() && dir.exists());
+        if dirs.is_empty() {
+            return;
+        }
         // The command has ended, but the kernel may still be tearing its namespace down: a
         // thread of its own waits for the cgroups to empty rather than the caller.
         let _ = std::thread::Builder::new()
@@ -266,5 +290,30 @@ mod tests {
             Some(PathBuf::from("/sys/fs/cgroup/sub"))
         );
         assert!(v2(inside, mounts).is_none(), "no subtree control file here");
+    }
+
+    #[test]
+    fn a_name_left_behind_by_an_earlier_process_is_passed_over() {
+        // Where this machine gives no cgroups there is nothing to collide with.
+        let Some(cgroups) = Cgroups::detect() else {
+            return;
+        };
+        let next = NEXT.load(Ordering::Relaxed);
+        let left: Vec<PathBuf> = (next..next + 8)
+            .flat_map(|n| {
+                let name = format!("codemode-{}-{n}", std::process::id());
+                cgroups.places.iter().map(move |p| p.dir.join(&name))
+            })
+            .filter(|dir| fs::create_dir(dir).is_ok())
+            .collect();
+        let entered = cgroups.enter(Limits {
+            processes: 8,
+            memory_bytes: 16 << 20,
+        });
+        for dir in &left {
+            let _ = fs::remove_dir(dir);
+        }
+        let membership = entered.expect("a free name is found");
+        assert!(membership.dirs.iter().all(|d| !left.contains(d)));
     }
 }
