@@ -341,14 +341,15 @@ impl WasmCodeRuntime {
             || !request.approve_on.is_empty()
             || request.resume.is_some();
         // Only a request that pauses or resumes looks at the state store: other runs' start
-        // stays as it was.
-        let durability = if pauses {
+        // stays as it was. Calls that may need a person's input pause a run only where there
+        // is a store to keep it in.
+        let durability = if pauses || request.input_calls.is_some() {
             let durability = inner
                 .durability
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone();
-            if durability.is_none() {
+            if durability.is_none() && pauses {
                 return Err(RunRejection::Pause(
                     "this runtime keeps no paused runs: give it a state store (WasmCodeRuntime::keep_paused_runs; --state on the CLI)".into(),
                 ));
@@ -451,6 +452,7 @@ impl WasmCodeRuntime {
                 program: &request.program,
                 pause_on: request.pause_on.clone(),
                 approve_on: request.approve_on.clone(),
+                input_calls: request.input_calls.clone(),
             });
         let memory_cap = self.current_memory_cap();
         let admission = Admission {
@@ -540,6 +542,7 @@ impl WasmCodeRuntime {
             program: &program,
             pause_on: request.pause_on,
             approve_on: request.approve_on,
+            input_calls: request.input_calls,
         };
         let resumed = Resumed {
             header,

@@ -33,6 +33,44 @@ where
     Arc::new(move |args, signal| Box::pin(f(args, signal)))
 }
 
+/// Why a call through [`InputCalls`] failed: its message, and the questions of a call that
+/// needs a person's input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallFailure {
+    /// What the program sees when the run does not pause for the questions.
+    pub message: String,
+    /// The questions, when the call needs answers before it can finish.
+    pub input: Option<Arc<crate::tools::NeedsInput>>,
+}
+
+impl From<String> for CallFailure {
+    fn from(message: String) -> Self {
+        Self {
+            message,
+            input: None,
+        }
+    }
+}
+
+/// Calls of bindings that can need a person's input ([`crate::tools::ToolError::needs_input`]):
+/// a runtime that keeps paused runs makes such calls through this rather than their
+/// [`BindingFn`], pauses the run on one that fails with questions, and at its resume makes the
+/// call again with the answers.
+pub trait InputCalls: Send + Sync + fmt::Debug {
+    /// Whether calls of `global.name` are made through this.
+    fn covers(&self, global: &str, name: &str) -> bool;
+
+    /// Calls `binding`, a `(global, name)` this covers, as its [`BindingFn`] would, with `answers` to an
+    /// earlier call's questions.
+    fn call(
+        &self,
+        binding: (&str, &str),
+        arguments: Value,
+        signal: AbortSignal,
+        answers: Option<Arc<crate::tools::InputAnswers>>,
+    ) -> BoxFuture<'static, Result<Value, CallFailure>>;
+}
+
 /// The class a namespace's rejections are instances of, e.g. `ToolCallError` with `toolName`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorClass {
@@ -104,6 +142,9 @@ pub struct RunRequest {
     /// The binding function a TypeScript program's global `fetch(url, init?)` goes through
     /// (the Web shape, answered with a `Response`); `None`: the program has no `fetch`.
     pub web_fetch: Option<BindingRef>,
+    /// The bindings whose calls can need a person's input, made through this (see
+    /// [`InputCalls`]); `None`: every call goes through its [`BindingFn`].
+    pub input_calls: Option<Arc<dyn InputCalls>>,
 }
 
 /// Caps on the calls one run may make ([`RunRequest::call_caps`]).
@@ -214,6 +255,12 @@ pub struct PendingCall {
     /// the plain answer).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub approval: bool,
+    /// The call was made and needs a person's answers before it can finish: each question by
+    /// its key, an MCP form elicitation (`{mode, message, requestedSchema}`). Answer with an
+    /// object of elicitation results by key (`{"KEY": {"action": "accept", "content":
+    /// {...}}}`), and the call is made again with them; a rejection fails it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questions: Option<BTreeMap<String, Value>>,
 }
 
 /// What a run produced. `value` is absent when the run failed or returned `undefined`.

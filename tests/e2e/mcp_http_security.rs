@@ -17,6 +17,7 @@ use codemode_e2e::{
 };
 
 mod paused;
+mod upstream_questions;
 
 const TOKEN: &str = "4f1c0d6e9b2a7c5e8d3f1a0b";
 

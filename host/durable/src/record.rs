@@ -178,6 +178,20 @@ pub struct SavedCall {
     /// Waits for an approval rather than a result.
     #[serde(default)]
     pub approval: bool,
+    /// Was made, and waits for a person's answers to its questions to be made again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<SavedInput>,
+}
+
+/// The questions of a call that needs a person's input, and its tool's state for the call
+/// made again; lossless JSON text, like the arguments.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SavedInput {
+    /// The questions by key (MCP form elicitations).
+    pub questions: String,
+    /// The tool's state, opaque here.
+    pub state: String,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]

@@ -34,6 +34,8 @@ struct Pending {
     tool: String,
     arguments: Value,
     approval: bool,
+    /// The questions of a call that needs a person's input, by key.
+    questions: Option<BTreeMap<String, Value>>,
 }
 
 /// The approvals `replies` answer for the rest of the session (`scope` `session`): each tool
@@ -75,6 +77,12 @@ pub(crate) fn paused(paused: &PausedRun) -> Pause {
             },
             arguments: json::clone_deep(&call.arguments),
             approval: call.approval,
+            questions: call.questions.as_ref().map(|questions| {
+                questions
+                    .iter()
+                    .map(|(key, question)| (key.clone(), json::clone_deep(question)))
+                    .collect()
+            }),
         })
         .collect();
     Pause {
@@ -96,12 +104,24 @@ pub(crate) static SCOPE_FIELD: std::sync::LazyLock<Value> = std::sync::LazyLock:
     })
 });
 const REPLY: &str = "reply:";
+const INPUT: &str = "input:";
 
-/// The elicitation (`elicitation/create` params) for each pending call, by key.
+/// The elicitation (`elicitation/create` params) for each pending call, by key; a call that
+/// needs input asks its own questions (`input:ID:KEY`), each message saying which tool asks.
 pub(crate) fn questions(pause: &Pause) -> BTreeMap<String, Value> {
-    pause
+    let asked = pause.pending.iter().flat_map(|call| {
+        call.questions.iter().flatten().map(|(key, question)| {
+            let mut question = json::clone_deep(question);
+            if let Some(Value::String(message)) = question.get_mut("message") {
+                *message = format!("Tool \"{}\" asks: {message}", call.tool);
+            }
+            (format!("{INPUT}{}:{key}", call.call_id), question)
+        })
+    });
+    let answered = pause
         .pending
         .iter()
+        .filter(|call| call.questions.is_none())
         .map(|call| {
             let mut arguments = json::to_string(&call.arguments);
             if arguments.chars().count() > PREVIEW_CHARS {
@@ -133,8 +153,8 @@ pub(crate) fn questions(pause: &Pause) -> BTreeMap<String, Value> {
                 });
                 (format!("{REPLY}{}", call.call_id), params)
             }
-        })
-        .collect()
+        });
+    asked.chain(answered).collect()
 }
 
 /// The input-required result asking `questions`, with `state` to be echoed on the retry.
@@ -160,6 +180,8 @@ pub(crate) fn input_required(
 /// The replies `responses` (elicitation results by key) give the pending calls.
 pub(crate) fn replies(responses: &InputResponses) -> Result<Vec<(String, Reply)>, McpError> {
     let mut replies = Vec::new();
+    // A call's answers to its own questions, gathered into one reply: `{KEY: result}`.
+    let mut inputs: BTreeMap<String, serde_json::Map<String, Value>> = BTreeMap::new();
     for (key, response) in responses {
         let refused =
             |why: &str| McpError::invalid_params(format!("inputResponses[{key:?}]: {why}"), None);
@@ -186,6 +208,17 @@ pub(crate) fn replies(responses: &InputResponses) -> Result<Vec<(String, Reply)>
                 _ => return Err(refused("the action must be accept, decline or cancel")),
             };
             replies.push((call_id.to_owned(), reply));
+        } else if let Some((call_id, question)) = key
+            .strip_prefix(INPUT)
+            .and_then(|rest| rest.split_once(':'))
+        {
+            if !["accept", "decline", "cancel"].contains(&action) {
+                return Err(refused("the action must be accept, decline or cancel"));
+            }
+            inputs
+                .entry(call_id.to_owned())
+                .or_default()
+                .insert(question.to_owned(), json::clone_deep(response));
         } else if let Some(call_id) = key.strip_prefix(REPLY) {
             let reply = match action {
                 "accept" => {
@@ -211,6 +244,11 @@ pub(crate) fn replies(responses: &InputResponses) -> Result<Vec<(String, Reply)>
             return Err(refused("not a question this server asked"));
         }
     }
+    replies.extend(
+        inputs
+            .into_iter()
+            .map(|(call_id, answers)| (call_id, Ok(Value::Object(answers)))),
+    );
     Ok(replies)
 }
 
@@ -222,6 +260,8 @@ pub(crate) fn unanswerable(pause: &Pause) -> String {
         .map(|call| {
             let kind = if call.approval {
                 "an approval of"
+            } else if call.questions.is_some() {
+                "answers to the questions of"
             } else {
                 "the reply of"
             };
@@ -247,6 +287,7 @@ mod tests {
                 name: name.to_owned(),
                 arguments,
                 approval,
+                questions: None,
             }
         };
         paused(&PausedRun {
@@ -342,5 +383,57 @@ mod tests {
             assert!(refused.message.contains(why), "{}", refused.message);
         }
         assert!(unanswerable(&pause()).contains("an approval of tool \"echo\" (call 1)"));
+    }
+
+    #[test]
+    fn a_call_that_needs_input_asks_its_own_questions_and_gets_their_answers_as_one_reply() {
+        let asking = paused(&PausedRun {
+            run_id: "r".to_owned(),
+            pending: vec![codemode_runtime::code::PendingCall {
+                call_id: "3".to_owned(),
+                global: "tools".to_owned(),
+                name: "ship".to_owned(),
+                arguments: json!({"crate": "serde"}),
+                approval: false,
+                questions: Some(
+                    [
+                        ("confirm".to_owned(), json!({"mode": "form", "message": "Ship?", "requestedSchema": {"type": "object"}})),
+                        ("why:not".to_owned(), json!({"mode": "form", "message": "Why?", "requestedSchema": {"type": "object"}})),
+                    ]
+                    .into_iter()
+                    .collect(),
+                ),
+            }],
+        });
+        let asked = questions(&asking);
+        assert_eq!(
+            asked.keys().collect::<Vec<_>>(),
+            ["input:3:confirm", "input:3:why:not"]
+        );
+        assert_eq!(
+            asked["input:3:confirm"]["message"],
+            "Tool \"ship\" asks: Ship?"
+        );
+        let answers: InputResponses = serde_json::from_value(json!({
+            "input:3:confirm": {"action": "accept", "content": {"ok": true}},
+            "input:3:why:not": {"action": "decline"},
+        }))
+        .unwrap();
+        assert_eq!(
+            replies(&answers).unwrap(),
+            [(
+                "3".to_owned(),
+                Ok(json!({
+                    "confirm": {"action": "accept", "content": {"ok": true}},
+                    "why:not": {"action": "decline"},
+                }))
+            )]
+        );
+        let odd: InputResponses =
+            serde_json::from_value(json!({"input:3:confirm": {"action": "maybe"}})).unwrap();
+        assert!(replies(&odd).is_err());
+        assert!(
+            unanswerable(&asking).contains("answers to the questions of tool \"ship\" (call 3)")
+        );
     }
 }

@@ -84,6 +84,10 @@ pub struct Served {
     session_end: Mutex<Option<SessionEndHook>>,
     /// Where runs that pause are kept, when they may pause.
     pausing: OnceLock<ServedPausing>,
+    /// The agents whose clients are asked in input-required results (2026-07-28) while a
+    /// call of theirs runs, with how many such calls: upstream servers' questions during
+    /// those calls pause the run.
+    asked_by_pausing: Mutex<HashMap<u64, usize>>,
     /// How long calls run before they become tasks, and where tasks are kept.
     tasks: OnceLock<ServedTasks>,
     /// `search_tools` registered for programs, while discovery is on.
@@ -229,6 +233,7 @@ impl Served {
             readiness: Mutex::new(None),
             session_end: Mutex::new(None),
             pausing: OnceLock::new(),
+            asked_by_pausing: Mutex::new(HashMap::new()),
             tasks: OnceLock::new(),
             searching: Mutex::new(None),
             unannounced: std::sync::atomic::AtomicBool::new(false),
@@ -345,6 +350,14 @@ impl Served {
         let slot = self.peers().get(&agent).and_then(Weak::upgrade)?;
         let peer = slot.lock().unwrap_or_else(|p| p.into_inner()).clone();
         peer
+    }
+
+    /// Whether `agent`'s client is asked in input-required results during a call now.
+    fn asked_by_pausing(&self, agent: u64) -> bool {
+        self.asked_by_pausing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&agent)
     }
 
     /// The client of `agent`'s session, when it declared that it answers elicitations.
@@ -576,6 +589,13 @@ impl Session {
         context: &RequestContext<RoleServer>,
         abort: &CancellationToken,
     ) -> Result<CallToolResponse, McpError> {
+        // A client of 2026-07-28 is asked in input-required results: upstream servers'
+        // questions during this call pause the run to reach it.
+        let _asked = (self.served.pausing.get().is_some()
+            && context
+                .protocol_version()
+                .is_some_and(|version| !version.has_initialize()))
+        .then(|| AskedByPausing::note(&self.served, self.agent.id()));
         loop {
             let (result, run) = self
                 .execute(
@@ -954,12 +974,58 @@ impl ApprovalHook for ElicitApproval {
     }
 }
 
+/// An agent noted in [`Served::asked_by_pausing`] until this drops.
+struct AskedByPausing {
+    served: Arc<Served>,
+    agent: u64,
+}
+
+impl AskedByPausing {
+    fn note(served: &Arc<Served>, agent: u64) -> Self {
+        *served
+            .asked_by_pausing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(agent)
+            .or_default() += 1;
+        Self {
+            served: served.clone(),
+            agent,
+        }
+    }
+}
+
+impl Drop for AskedByPausing {
+    fn drop(&mut self) {
+        let mut asked = self
+            .served
+            .asked_by_pausing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = asked.get_mut(&self.agent) {
+            *count -= 1;
+            if *count == 0 {
+                asked.remove(&self.agent);
+            }
+        }
+    }
+}
+
 /// Upstream servers' questions under `codemode mcp`: an elicitation to the client of the
 /// session whose call the question came during, when the client declared the capability and
-/// its protocol allows a server-to-client request during a call; otherwise declined.
+/// its protocol allows a server-to-client request during a call; a client of 2026-07-28 whose
+/// runs pause gets them in an input-required result, the run paused meanwhile (see
+/// [`crate::upstream::Asker::defers`]); otherwise declined.
 pub struct ForwardQuestions(pub Arc<std::sync::OnceLock<Weak<Served>>>);
 
 impl crate::upstream::Asker for ForwardQuestions {
+    fn defers(&self, agent: u64) -> bool {
+        self.0
+            .get()
+            .and_then(Weak::upgrade)
+            .is_some_and(|served| served.asked_by_pausing(agent))
+    }
+
     fn ask(
         &self,
         agent: u64,

@@ -26,6 +26,8 @@ enum Next {
     Pause,
     /// The guest has waited long enough to give its stack back.
     GiveBackStack,
+    /// Nothing for the guest: it goes on waiting.
+    Wait,
 }
 
 /// The run's clocks, registered with tokio's timer once per run (the give-back clock again
@@ -118,7 +120,11 @@ async fn next_event(state: &mut RunState, clocks: &mut Clocks) -> Next {
             if state.held.overdrawn() {
                 return Next::Stop(Stop::HeldMemory);
             }
-            Next::Deliver(state.deliver(done))
+            match state.deliver(done) {
+                Some(frame) => Next::Deliver(frame),
+                // Kept for a person's input: the guest still waits.
+                None => Next::Wait,
+            }
         }
         // Last: a run with something to deliver has no time to give its stack back.
         () = give_back.as_mut(), if clocks.stack_used => Next::GiveBackStack,
@@ -251,6 +257,7 @@ async fn evaluate(
             }
             Next::Stop(stop) => return Err(failure_from_stop(&stop, budgets)),
             Next::Pause => return Ok(Some(instance)),
+            Next::Wait => status = Ok(wire::STATUS_WAITING),
             Next::NeverSettles => {
                 return Err(RunFailure::new(
                     FailureKind::Exception,

@@ -104,6 +104,8 @@ pub(crate) struct Keeping<'a> {
     pub program: &'a str,
     pub pause_on: BTreeSet<BindingRef>,
     pub approve_on: BTreeSet<BindingRef>,
+    /// Calls that may need a person's input, which pause the run when they do.
+    pub input_calls: Option<Arc<dyn codemode_runtime::code::InputCalls>>,
 }
 
 /// Runs `start` in a fresh instance of `pre`, once `admission` admits it.
@@ -173,6 +175,7 @@ pub(crate) async fn execute(
         state.pause_on = keeping.pause_on.clone();
         state.approve_on = keeping.approve_on.clone();
         state.pause_threshold = keeping.durability.threshold();
+        state.input_calls = keeping.input_calls.clone();
     }
     let mut fuel_before = 0;
     if let Some(resumed) = resumed.as_deref_mut() {

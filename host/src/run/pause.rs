@@ -16,7 +16,8 @@ use crate::durable::{record, KeepError};
 
 use super::outcome::failure_from_stop;
 use super::{Keeping, Resumed};
-use crate::store::{record_name, OpenCall, PausingCall, RunState, Stop};
+use crate::store::{record_name, OpenCall, PausingCall, PendingInput, RunState, Stop};
+use codemode_runtime::tools::InputAnswers;
 
 /// Writes the paused run in `store` down and reports what it waits on.
 pub(super) async fn pause(
@@ -72,12 +73,21 @@ pub(super) async fn pause(
     for call in &header.host.pending {
         // Written by `json::to_string` at the call: parses back.
         let arguments = json::parse(call.arguments.as_bytes()).unwrap_or(Value::Null);
+        // Written by `json::to_string` when the call was kept: an object, parses back.
+        let questions =
+            call.input
+                .as_ref()
+                .map(|input| match json::parse(input.questions.as_bytes()) {
+                    Ok(Value::Object(questions)) => questions.into_iter().collect(),
+                    _ => Default::default(),
+                });
         pending.push(PendingCall {
             call_id: call.id.to_string(),
             global: call.global.clone(),
             name: call.name.clone(),
             arguments,
             approval: call.approval,
+            questions,
         });
     }
     let run = PausedRun {
@@ -154,6 +164,10 @@ impl RunState {
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
                     approval: call.approval,
+                    input: call.input.as_ref().map(|input| record::SavedInput {
+                        questions: input.questions.clone(),
+                        state: input.state.clone(),
+                    }),
                 }
             })
             .collect();
@@ -197,6 +211,10 @@ impl RunState {
         let Some(call) = self.pausing.remove(&id) else {
             return;
         };
+        if let Some(input) = &call.input {
+            self.answer_input(id, &call, input, reply);
+            return;
+        }
         if !call.approval {
             let frame = self.delivery_for(id, reply);
             self.ready.push_back(frame);
@@ -237,7 +255,7 @@ impl RunState {
                 Some(f) => {
                     // Written by `json::to_string` at the call: parses back.
                     let args = json::parse(call.arguments.as_bytes()).unwrap_or(Value::Null);
-                    self.run_binding(id, &f, args);
+                    self.run_binding(id, (&call.global, &call.name), &f, args, None);
                     return;
                 }
                 None => format!(
@@ -249,6 +267,52 @@ impl RunState {
             Err(message) => message,
         };
         let frame = self.delivery_for(id, Err(denial));
+        self.ready.push_back(frame);
+    }
+
+    /// Answers call `id`, which needs a person's input: an object of answers by question key
+    /// makes the call again with them (it may ask again); anything else fails it.
+    fn answer_input(
+        &mut self,
+        id: u32,
+        call: &PausingCall,
+        input: &PendingInput,
+        reply: Result<Value, String>,
+    ) {
+        let failure = match reply {
+            Ok(Value::Object(answers)) => match self.binding(&call.global, &call.name) {
+                Some(f) => {
+                    // All three were written by `json::to_string`: they parse back.
+                    let args = json::parse(call.arguments.as_bytes()).unwrap_or(Value::Null);
+                    let state = json::parse(input.state.as_bytes()).unwrap_or(Value::Null);
+                    let answers = InputAnswers {
+                        responses: answers.into_iter().collect(),
+                        state,
+                    };
+                    self.run_binding(
+                        id,
+                        (&call.global, &call.name),
+                        &f,
+                        args,
+                        Some(std::sync::Arc::new(answers)),
+                    );
+                    return;
+                }
+                None => format!(
+                    "tool \"{}\" needed input but is no longer available",
+                    record_name(&call.name)
+                ),
+            },
+            Ok(other) => {
+                json::drop_deep(other);
+                format!(
+                    "tool \"{}\" needed answers to its questions, by key ({{\"KEY\": {{\"action\": \"accept\", \"content\": {{…}}}}}}), and the reply was not an object",
+                    record_name(&call.name)
+                )
+            }
+            Err(message) => message,
+        };
+        let frame = self.delivery_for(id, Err(failure));
         self.ready.push_back(frame);
     }
 
@@ -280,6 +344,10 @@ impl RunState {
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
                     approval: call.approval,
+                    input: call.input.as_ref().map(|input| PendingInput {
+                        questions: input.questions.clone(),
+                        state: input.state.clone(),
+                    }),
                 },
             );
         }

@@ -13,7 +13,7 @@ mod state;
 
 pub use state::RunState;
 pub(crate) use state::{
-    alongside_calls, enforce_memory_budget, record_name, OpenCall, PausingCall,
+    alongside_calls, enforce_memory_budget, record_name, OpenCall, PausingCall, PendingInput,
 };
 #[cfg(test)]
 pub(crate) use state::{MAX_REJECTION_BYTES, RECORD_NAME_BYTES};

@@ -9,13 +9,14 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use codemode_runtime::code::{
-    BindingFn, BindingNamespace, BindingRef, CallCaps, CallOutcome, CallRecord, FailureKind,
-    RunFailure,
+    BindingFn, BindingNamespace, BindingRef, CallCaps, CallFailure, CallOutcome, CallRecord,
+    FailureKind, InputCalls, RunFailure,
 };
-use codemode_runtime::held::{answer_bytes, HeldMemory};
+use codemode_runtime::held::HeldMemory;
 use codemode_runtime::json;
 use codemode_runtime::ledger::{overflow_message, Ledger};
 use codemode_runtime::signal::{AbortController, AbortSignal};
+use codemode_runtime::tools::{InputAnswers, NeedsInput};
 use futures::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
 use wasmtime::{Memory, ResourceLimiter, Store};
@@ -31,7 +32,7 @@ type CallFuture = futures::future::BoxFuture<'static, Completion>;
 /// [`HeldMemory`] for until the guest takes it.
 pub(crate) struct Completion {
     pub(crate) id: u32,
-    pub(crate) answer: Result<Value, String>,
+    pub(crate) answer: Result<Value, CallFailure>,
     pub(crate) held: usize,
 }
 
@@ -43,12 +44,15 @@ pub(crate) struct Completion {
 /// of the answer would reach the program anyway.
 fn charged(
     id: u32,
-    call: futures::future::BoxFuture<'static, Result<Value, String>>,
+    call: futures::future::BoxFuture<'static, Result<Value, CallFailure>>,
     held: Arc<HeldMemory>,
 ) -> CallFuture {
     Box::pin(async move {
         let answer = call.await;
-        let bytes = answer_bytes(&answer);
+        let bytes = match &answer {
+            Ok(value) => json::heap_bytes(value),
+            Err(failure) => failure.message.capacity(),
+        };
         if held.charge(bytes) {
             return Completion {
                 id,
@@ -62,7 +66,9 @@ fn charged(
         }
         Completion {
             id,
-            answer: Err("the result passed the run's memory budget".to_owned()),
+            answer: Err(CallFailure::from(
+                "the result passed the run's memory budget".to_owned(),
+            )),
             held: 0,
         }
     })
@@ -224,6 +230,17 @@ pub(crate) struct PausingCall {
     pub(crate) arguments: String,
     /// Waits for a decision (`approve_on`) rather than a result.
     pub(crate) approval: bool,
+    /// The call was made and needs a person's answers to these questions before it is made
+    /// again.
+    pub(crate) input: Option<PendingInput>,
+}
+
+/// The questions of a call that needs input, and the state its tool gets back with the
+/// answers; lossless JSON text, as kept in the record.
+#[derive(Clone)]
+pub(crate) struct PendingInput {
+    pub(crate) questions: String,
+    pub(crate) state: String,
 }
 
 pub(crate) struct MemoryLimiter {
@@ -302,6 +319,8 @@ pub struct RunState {
     /// Bindings an answer declined for the rest of the run.
     pub(crate) declined: BTreeSet<BindingRef>,
     pub(crate) pausing: BTreeMap<u32, PausingCall>,
+    /// Where calls that may need a person's input go (only for a run that can pause).
+    pub(crate) input_calls: Option<Arc<dyn InputCalls>>,
     /// A timer due within this keeps the run waiting instead of pausing.
     pub(crate) pause_threshold: std::time::Duration,
     /// Set while `cm_init` runs: clocks read zero and randomness is a fixed sequence, so that
@@ -363,6 +382,7 @@ impl RunState {
             approved: BTreeSet::new(),
             declined: BTreeSet::new(),
             pausing: BTreeMap::new(),
+            input_calls: None,
             pause_threshold: crate::durable::DEFAULT_PAUSE_THRESHOLD,
             preinitializing: false,
         }
@@ -507,9 +527,29 @@ impl RunState {
         }
     }
 
-    /// Starts binding `f` for call `id` now, its answer charged when it comes.
-    pub(crate) fn run_binding(&mut self, id: u32, f: &BindingFn, args: Value) {
-        let future = f(args, self.call_controller.signal());
+    /// Starts binding `global.name` (`f`) for call `id` now, its answer charged when it
+    /// comes; through [`InputCalls`] when they cover it, with `answers` to its earlier
+    /// questions.
+    pub(crate) fn run_binding(
+        &mut self,
+        id: u32,
+        (global, name): (&str, &str),
+        f: &BindingFn,
+        args: Value,
+        answers: Option<Arc<InputAnswers>>,
+    ) {
+        let signal = self.call_controller.signal();
+        let through = self
+            .input_calls
+            .as_ref()
+            .filter(|calls| calls.covers(global, name));
+        let future = match through {
+            Some(calls) => calls.call((global, name), args, signal, answers),
+            None => {
+                let called = f(args, signal);
+                Box::pin(async move { called.await.map_err(CallFailure::from) })
+            }
+        };
         self.in_flight.push(charged(id, future, self.held.clone()));
     }
 
@@ -556,12 +596,13 @@ impl RunState {
                 name: name.to_owned(),
                 arguments,
                 approval,
+                input: None,
             };
             self.pausing.insert(id, call);
             return;
         }
         // The call starts now (not when the program awaits it), so `Promise.all` overlaps.
-        self.run_binding(id, &f, args);
+        self.run_binding(id, (global, name), &f, args, None);
     }
 
     pub(crate) fn arm_timer(&mut self, id: u32, at: Instant) {
@@ -607,11 +648,56 @@ impl RunState {
     }
 
     /// Turns a completed binding's answer into the delivery the guest will read; the answer's
-    /// charge goes with it.
-    pub(crate) fn deliver(&mut self, done: Completion) -> Vec<u8> {
-        let frame = self.delivery_for(done.id, done.answer);
+    /// charge goes with it. A call that needs a person's input, in a run that can pause, is
+    /// kept pending with its questions instead: `None`.
+    pub(crate) fn deliver(&mut self, done: Completion) -> Option<Vec<u8>> {
         self.held.release(done.held);
-        frame
+        let answer = match done.answer {
+            Err(CallFailure {
+                message,
+                input: Some(input),
+            }) => match self.input_calls.is_some() {
+                true => {
+                    self.keep_for_input(done.id, &input);
+                    return None;
+                }
+                false => Err(message),
+            },
+            Err(failure) => Err(failure.message),
+            Ok(value) => Ok(value),
+        };
+        Some(self.delivery_for(done.id, answer))
+    }
+
+    /// Keeps call `id` pending until a person answers `input`'s questions.
+    fn keep_for_input(&mut self, id: u32, input: &NeedsInput) {
+        let binding = self
+            .open_calls
+            .get(&id)
+            .and_then(|open| self.calls.get(open.slot))
+            .map(|record| (record.global.clone(), record.name.clone()));
+        let Some((global, name)) = binding else {
+            return;
+        };
+        let questions = Value::Object(
+            input
+                .questions
+                .iter()
+                .map(|(key, question)| (key.clone(), json::clone_deep(question)))
+                .collect(),
+        );
+        let call = PausingCall {
+            global,
+            name,
+            arguments: json::to_string(&input.arguments),
+            approval: false,
+            input: Some(PendingInput {
+                questions: json::to_string(&questions),
+                state: json::to_string(&input.state),
+            }),
+        };
+        json::drop_deep(questions);
+        self.pausing.insert(id, call);
     }
 
     /// Turns the result of a completed binding into the delivery the guest will read.

@@ -44,14 +44,15 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
 use tracing::{Instrument, Span};
 
-use crate::code::CallOutcome;
-use crate::held::{answer_bytes, HeldMemory};
+use crate::code::{CallFailure, CallOutcome};
+use crate::held::HeldMemory;
 use crate::json;
 use crate::signal::{AbortController, AbortSignal};
 use crate::telemetry;
 use crate::tools::events::{elapsed_ms, now_ms, EventSink, SessionEvent};
 use crate::tools::pipeline::CallShared;
 use crate::tools::result::blocks_bytes;
+use crate::tools::InputAnswers;
 use crate::tools::{
     ContentBlock, ContextMessage, ContextSource, ExecutionMode, Registry, StagedCall,
     ToolExecutionInput, ToolExecutionResult, ToolOutcome, ToolRunContext,
@@ -77,7 +78,7 @@ pub(crate) struct DriverConfig {
 
 type LaneFuture = BoxFuture<'static, LaneDone>;
 type BodyFuture = BoxFuture<'static, (usize, StagedCall)>;
-type Answer = Result<Value, String>;
+type Answer = Result<Value, CallFailure>;
 
 enum LaneDone {
     Started(Box<StagedCall>),
@@ -165,6 +166,7 @@ impl Scheduler {
             agent: ctx.agent().cloned(),
             parent: Some(ctx.token()),
             signal: run_signal.clone(),
+            answers: None,
         };
         let events = ctx.agent().and(config.events.clone());
         let watched = run_signal.clone();
@@ -227,6 +229,7 @@ impl Scheduler {
         name: &str,
         arguments: Value,
         host_signal: AbortSignal,
+        answers: Option<Arc<InputAnswers>>,
     ) -> Result<SubCall, String> {
         if self.run_signal.is_aborted() {
             return Err(format!(
@@ -240,6 +243,7 @@ impl Scheduler {
         input.call_id = sub_call_id(&self.parent_call_id, seq);
         input.name = name.to_owned();
         input.arguments = arguments;
+        input.answers = answers;
         state.records.push(SubCallRecord {
             sub_call_id: input.call_id.clone(),
             tool: input.name.clone(),
@@ -379,7 +383,10 @@ impl Scheduler {
         let Some(reply) = seq.checked_sub(1).and_then(|i| state.replies.get_mut(i)) else {
             return;
         };
-        let bytes = answer_bytes(&answer);
+        let bytes = match &answer {
+            Ok(value) => json::heap_bytes(value),
+            Err(failure) => failure.message.capacity(),
+        };
         let answer = if self.held.charge(bytes) {
             reply.held = bytes;
             answer
@@ -388,7 +395,9 @@ impl Scheduler {
             if let Ok(value) = answer {
                 json::drop_deep(value);
             }
-            Err("the result passed the run's memory budget".to_owned())
+            Err(CallFailure::from(
+                "the result passed the run's memory budget".to_owned(),
+            ))
         };
         reply.answer = Some(answer);
         if polling != Some(seq) {
@@ -425,7 +434,7 @@ impl Scheduler {
                     self.over_reason(),
                     queued.input.name
                 );
-                self.answer(state, queued.seq, Err(message), polling);
+                self.answer(state, queued.seq, Err(message.into()), polling);
                 continue;
             }
             if self.held.overdrawn() {
@@ -434,7 +443,7 @@ impl Scheduler {
                     "{} not started: what the run holds on the host passed its memory budget",
                     queued.input.name
                 );
-                self.answer(state, queued.seq, Err(message), polling);
+                self.answer(state, queued.seq, Err(message.into()), polling);
                 continue;
             }
             // Re-read at start time: a registry change while queued can make a call exclusive.
@@ -591,9 +600,15 @@ impl Scheduler {
                 self.over_reason(),
                 entry.name
             );
-            (CallOutcome::Abandoned, Err(message))
+            (CallOutcome::Abandoned, Err(message.into()))
         } else if let Some(failure) = result.error() {
-            (CallOutcome::Rejected, Err(failure.message.clone()))
+            (
+                CallOutcome::Rejected,
+                Err(CallFailure {
+                    message: failure.message.clone(),
+                    input: result.needs_input().cloned(),
+                }),
+            )
         } else {
             (CallOutcome::Resolved, Ok(take_value(result)))
         };

@@ -13,13 +13,15 @@ use codemode_sdk_gen::Language;
 
 use super::request::{CodeRun, Inbox, Typed};
 use crate::code::{
-    BindingFn, BindingNamespace, BindingRef, CodeRuntime, ErrorClass, PausedRun, Preflight,
-    RunRequest, RunResult,
+    BindingFn, BindingNamespace, BindingRef, BoxFuture, CallFailure, CodeRuntime, ErrorClass,
+    InputCalls, PausedRun, Preflight, RunRequest, RunResult,
 };
+use crate::signal::AbortSignal;
 use crate::telemetry;
 use crate::tools::error::codes;
 use crate::tools::events::elapsed_ms;
 use crate::tools::registry::WeakRegistry;
+use crate::tools::InputAnswers;
 use crate::tools::{
     ContentBlock, Registry, Schema, ToolDefinition, ToolError, ToolMode, ToolOutput,
     ToolRunContext, RUN_CODE_NAME,
@@ -99,6 +101,7 @@ fn output_schema() -> Value {
                                 "tool": {"type": "string"},
                                 "arguments": {},
                                 "approval": {"type": "boolean"},
+                                "questions": {"type": "object"},
                             },
                             "required": ["callId", "tool", "arguments"],
                         },
@@ -297,6 +300,9 @@ async fn execute(
         held: Some(scheduler.held()),
         call_caps: shared.config.call_caps.clone(),
         web_fetch,
+        input_calls: Some(Arc::new(ToolCalls {
+            scheduler: scheduler.clone(),
+        })),
     };
     // The run and its scheduler are polled together, in this call's task: sub-calls advance
     // whenever the run yields (mid-computation too), and the scheduler keeps going after the
@@ -353,12 +359,43 @@ async fn execute(
 /// The binding the program calls as `tools[name]`: queue the call, resolve when it commits.
 fn binding(scheduler: Arc<Scheduler>, name: &str) -> BindingFn {
     let name = name.to_owned();
-    Arc::new(
-        move |arguments, host_signal| match scheduler.submit(&name, arguments, host_signal) {
-            Ok(call) => Box::pin(call),
+    Arc::new(move |arguments, host_signal| {
+        match scheduler.submit(&name, arguments, host_signal, None) {
+            Ok(call) => Box::pin(async move { call.await.map_err(|failure| failure.message) }),
             Err(message) => Box::pin(std::future::ready(Err(message))),
-        },
-    )
+        }
+    })
+}
+
+/// The `tools` bindings as calls that can need a person's input: the same queue, with the
+/// failure's questions kept and the answers passed on.
+struct ToolCalls {
+    scheduler: Arc<Scheduler>,
+}
+
+impl std::fmt::Debug for ToolCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ToolCalls")
+    }
+}
+
+impl InputCalls for ToolCalls {
+    fn covers(&self, global: &str, _name: &str) -> bool {
+        global == "tools"
+    }
+
+    fn call(
+        &self,
+        (_global, name): (&str, &str),
+        arguments: Value,
+        signal: AbortSignal,
+        answers: Option<Arc<InputAnswers>>,
+    ) -> BoxFuture<'static, Result<Value, CallFailure>> {
+        match self.scheduler.submit(name, arguments, signal, answers) {
+            Ok(call) => Box::pin(call),
+            Err(message) => Box::pin(std::future::ready(Err(message.into()))),
+        }
+    }
 }
 
 /// `{logs, result?, hint?}`, or the `CODE_RUN_FAILED` error with the failing line under a caret
@@ -441,7 +478,7 @@ fn shape_output(
     Ok(Value::Object(output))
 }
 
-/// `{runId, pending: [{callId, tool, arguments, approval?}]}`: the pending calls named as
+/// `{runId, pending: [{callId, tool, arguments, approval?, questions?}]}`: the pending calls named as
 /// tools, the vocabulary of the SDK the program was written against.
 pub fn paused_json(paused: &PausedRun) -> Value {
     let pending = paused
@@ -457,6 +494,13 @@ pub fn paused_json(paused: &PausedRun) -> Value {
             let mut entry = json!({"callId": call.call_id, "tool": tool, "arguments": arguments});
             if call.approval {
                 entry["approval"] = Value::Bool(true);
+            }
+            if let Some(questions) = &call.questions {
+                let questions = questions
+                    .iter()
+                    .map(|(key, question)| (key.clone(), crate::json::clone_deep(question)))
+                    .collect();
+                entry["questions"] = Value::Object(questions);
             }
             entry
         })

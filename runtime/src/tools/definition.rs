@@ -384,6 +384,12 @@ impl ToolRunContext {
         self.call.agent()
     }
 
+    /// The answers this call is made again with, after an earlier call of the tool needed a
+    /// person's input ([`crate::tools::ToolError::needs_input`]).
+    pub fn answers(&self) -> Option<&Arc<crate::tools::InputAnswers>> {
+        self.call.answers()
+    }
+
     /// The parent execution for a nested dispatch; `None` for a top-level call.
     pub fn parent(&self) -> Option<ExecutionToken> {
         self.call.parent()

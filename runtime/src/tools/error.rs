@@ -42,6 +42,7 @@ pub struct ErrorInfo {
 pub struct ToolError {
     message: String,
     info: Option<ErrorInfo>,
+    input: Option<std::sync::Arc<super::NeedsInput>>,
 }
 
 impl ToolError {
@@ -50,7 +51,24 @@ impl ToolError {
         Self {
             message: message.into(),
             info: None,
+            input: None,
         }
+    }
+
+    /// A call that needs a person's answers to `input`'s questions before it can finish, and
+    /// found no one to ask while it ran. A run that pauses keeps the questions and makes the
+    /// call again with the answers (see [`super::input`]); anything else sees `message`.
+    pub fn needs_input(message: impl Into<String>, input: super::NeedsInput) -> Self {
+        Self {
+            message: message.into(),
+            info: None,
+            input: Some(std::sync::Arc::new(input)),
+        }
+    }
+
+    /// The questions of an error made by [`ToolError::needs_input`].
+    pub fn input(&self) -> Option<&std::sync::Arc<super::NeedsInput>> {
+        self.input.as_ref()
     }
 
     /// An error with routing information (`name` is the error class, `code` its code).
@@ -65,6 +83,7 @@ impl ToolError {
                 name: name.into(),
                 code: code.into(),
             }),
+            input: None,
         }
     }
 
@@ -83,8 +102,14 @@ impl ToolError {
         self.info.as_ref().map(|info| info.code.as_str())
     }
 
-    pub(crate) fn into_parts(self) -> (String, Option<ErrorInfo>) {
-        (self.message, self.info)
+    pub(crate) fn into_parts(
+        self,
+    ) -> (
+        String,
+        Option<ErrorInfo>,
+        Option<std::sync::Arc<super::NeedsInput>>,
+    ) {
+        (self.message, self.info, self.input)
     }
 
     pub(crate) fn invalid_args(violations: &[String]) -> Self {

@@ -44,6 +44,7 @@ pub mod definition;
 pub mod error;
 pub mod events;
 pub mod hooks;
+pub mod input;
 pub mod pipeline;
 pub mod plugins;
 pub mod registry;
@@ -62,6 +63,7 @@ pub use hooks::{
     ApprovalHook, ApprovalOutcome, ApprovalRequest, ApprovalScope, ExecuteCall, ExecuteNext,
     PostDecision, PostNext, PreDecision, PreNext,
 };
+pub use input::{InputAnswers, NeedsInput};
 pub use pipeline::{StagedCall, ToolCall, ToolExecutionInput};
 pub use registry::{ExecutionMode, RegistrationGuard, Registry, Restriction, ToolMode};
 pub use result::{ToolExecutionResult, ToolFailure, ToolOutcome};

@@ -56,6 +56,10 @@ pub struct ToolExecutionInput {
     pub parent: Option<ExecutionToken>,
     /// The caller's cancellation; required.
     pub signal: AbortSignal,
+    /// The answers to the questions an earlier call of the tool asked and could not have
+    /// answered ([`crate::tools::NeedsInput`]), for the call made again; only the host that
+    /// kept them sets this.
+    pub answers: Option<Arc<crate::tools::InputAnswers>>,
 }
 
 impl ToolExecutionInput {
@@ -74,6 +78,7 @@ impl ToolExecutionInput {
             agent: None,
             parent: None,
             signal,
+            answers: None,
         }
     }
 
@@ -108,6 +113,7 @@ pub struct ToolCall {
     token: ExecutionToken,
     signal: AbortSignal,
     started: Instant,
+    answers: Option<Arc<crate::tools::InputAnswers>>,
 }
 
 impl ToolCall {
@@ -134,6 +140,12 @@ impl ToolCall {
     /// The calling agent; `None` for a host-level call.
     pub fn agent(&self) -> Option<&AgentScope> {
         self.agent.as_ref()
+    }
+
+    /// The answers this call is made again with, after an earlier call of the tool needed a
+    /// person's input ([`crate::tools::NeedsInput`]).
+    pub fn answers(&self) -> Option<&Arc<crate::tools::InputAnswers>> {
+        self.answers.as_ref()
     }
 
     /// The parent execution for a nested dispatch; `None` for a top-level call.
@@ -248,6 +260,7 @@ pub(crate) async fn prepare(registry: Registry, input: ToolExecutionInput) -> St
         agent,
         parent,
         signal,
+        answers,
     } = input;
     // 1. Creation: capture the finalizer, snapshot arguments, apply the collapse.
     let nested = parent.is_some();
@@ -269,6 +282,7 @@ pub(crate) async fn prepare(registry: Registry, input: ToolExecutionInput) -> St
         token: ExecutionToken::fresh(),
         signal,
         started: Instant::now(),
+        answers,
     });
     let hooks = registry.hooks().for_agent(call.agent.as_ref());
     for (_, observer) in &hooks.calls {
@@ -697,6 +711,7 @@ fn success_result(
         meta,
         additional_contexts: Vec::new(),
         canonical: None,
+        input: None,
     };
     result.canonical = Some(dispatch.call.token);
     Ok(result)
@@ -782,6 +797,7 @@ async fn post_execute(
             meta: None,
             additional_contexts,
             canonical: None,
+            input: None,
         }),
         PostDecision::Accept {
             content,
@@ -845,6 +861,7 @@ fn copy_result(result: &ToolExecutionResult) -> ToolExecutionResult {
         meta: result.meta.as_ref().map(crate::json::clone_deep),
         additional_contexts: result.additional_contexts.clone(),
         canonical: result.canonical,
+        input: result.input.clone(),
     }
 }
 

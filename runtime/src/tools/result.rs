@@ -47,6 +47,8 @@ pub struct ToolExecutionResult {
     pub additional_contexts: Vec<ContextMessage>,
     /// The execution whose body stage produced this result; anything else is re-validated.
     pub(crate) canonical: Option<super::scope::ExecutionToken>,
+    /// The questions of a failure that needs a person's input ([`ToolError::needs_input`]).
+    pub(crate) input: Option<std::sync::Arc<super::NeedsInput>>,
 }
 
 impl ToolExecutionResult {
@@ -62,6 +64,7 @@ impl ToolExecutionResult {
             meta: None,
             additional_contexts: Vec::new(),
             canonical: None,
+            input: None,
         }
     }
 
@@ -74,13 +77,16 @@ impl ToolExecutionResult {
             meta: None,
             additional_contexts: Vec::new(),
             canonical: None,
+            input: None,
         }
     }
 
     /// The failure for `error`, keeping its message and routing information.
     pub fn from_error(error: ToolError) -> Self {
-        let (message, info) = error.into_parts();
-        Self::failure(message, info)
+        let (message, info, input) = error.into_parts();
+        let mut result = Self::failure(message, info);
+        result.input = input;
+        result
     }
 
     pub(crate) fn coded_failure(name: &str, code: &str, message: impl Into<String>) -> Self {
@@ -124,6 +130,12 @@ impl ToolExecutionResult {
             ToolOutcome::Success { value, .. } => Some(value),
             ToolOutcome::Failure(_) => None,
         }
+    }
+
+    /// The questions of a failure that needs a person's input, which a run that pauses keeps
+    /// ([`super::ToolError::needs_input`]).
+    pub fn needs_input(&self) -> Option<&std::sync::Arc<super::NeedsInput>> {
+        self.input.as_ref()
     }
 
     /// The failure, if the call failed.

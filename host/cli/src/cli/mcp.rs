@@ -41,7 +41,9 @@ pub async fn serve(mut args: McpArgs, metrics: Option<Metrics>) -> u8 {
     }
     // A stateless server cannot ask on a session: its approvals pause, like --pause-on-ask.
     let approvals_pause = !args.tools.ask.is_empty() && (args.pause.pause_on_ask || args.stateless);
-    let pauses = !args.pause.pause_on.is_empty() || approvals_pause;
+    // A store named outright also keeps runs paused for upstream servers' questions, which a
+    // client of 2026-07-28 is asked in an input-required result.
+    let pauses = !args.pause.pause_on.is_empty() || approvals_pause || args.pause.state.is_some();
     let pausing = if !pauses && args.task_after_ms.is_none() {
         None
     } else {

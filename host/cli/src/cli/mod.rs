@@ -442,7 +442,9 @@ pub struct PauseArgs {
     /// s3://bucket/prefix (credentials and endpoint from the AWS_* environment). Records are
     /// authenticated with $CODEMODE_STATE_KEY, else with the state directory's key file
     /// (created 0600 on first use); an S3 store needs $CODEMODE_STATE_KEY, the same in every
-    /// process that shares it.
+    /// process that shares it. Named, it also lets `codemode mcp` pause a run for the
+    /// questions an upstream server asks during a call (to a client of MCP 2026-07-28, in an
+    /// input-required result) and make the call again with the answers.
     #[arg(long, value_name = "DIR|URL")]
     pub state: Option<PathBuf>,
     /// How long a paused run stays resumable (`90s`, `12h`, `7d`). Older records are refused

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use codemode_runtime::json;
 use codemode_runtime::tools::{
-    ContentBlock, ContextMessage, ContextSource, ToolError, ToolRunContext,
+    ContentBlock, ContextMessage, ContextSource, InputAnswers, ToolError, ToolRunContext,
 };
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
@@ -134,7 +134,11 @@ impl Call {
         crate::trace::inject(&span, &mut params);
         // A 2026-07-28 server may answer that it needs input first (its questions), then be
         // asked again with the answers and the state it gave, a bounded number of rounds.
+        // A call made again after its run paused for the questions carries their answers.
         let mut rounds = 0;
+        if let Some(answers) = ctx.answers() {
+            rounds = resume_with(&mut params, answers);
+        }
         let result = loop {
             match self
                 .exchange(&connection, params.clone(), &span, ctx)
@@ -144,6 +148,17 @@ impl Call {
                 ServerResult::InputRequiredResult(required) if rounds < DEFAULT_MRTR_MAX_ROUNDS => {
                     rounds += 1;
                     let requests = required.input_requests.unwrap_or_default();
+                    let asks = requests
+                        .values()
+                        .any(|r| matches!(r, InputRequest::Elicitation(_)));
+                    let defers = ctx
+                        .agent()
+                        .is_some_and(|agent| self.link.client.questions.defers(agent.id()));
+                    if asks && defers {
+                        let needs =
+                            self.deferred(requests, required.request_state, rounds, args)?;
+                        return Err(Failure::Tool(needs));
+                    }
                     params.input_responses = Some(self.answer(requests).await?);
                     params.request_state = required.request_state;
                 }
@@ -225,6 +240,61 @@ impl Call {
         answer.map_err(|error| self.failed(span, connection, &error))
     }
 
+    /// The failure that pauses the run for a server's questions, with what the call made
+    /// again needs: the server's state, the answers given already (roots) and the rounds
+    /// spent.
+    fn deferred(
+        &self,
+        requests: InputRequests,
+        request_state: Option<String>,
+        rounds: usize,
+        args: &Value,
+    ) -> Result<ToolError, Failure> {
+        let mut questions = std::collections::BTreeMap::new();
+        let mut answered = serde_json::Map::new();
+        for (key, request) in requests {
+            match request {
+                InputRequest::Elicitation(question) => {
+                    let params = serde_json::to_value(question.params).map_err(|e| {
+                        self.unavailable(&format!("its question {key:?} could not be kept: {e}"))
+                    })?;
+                    questions.insert(key, params);
+                }
+                InputRequest::ListRoots(_) => {
+                    answered.insert(key, serde_json::json!({"roots": []}));
+                }
+                _ => return Err(self.no_sampling().into()),
+            }
+        }
+        let count = questions.len();
+        let message = format!(
+            "mcp server \"{}\" needs answers to {count} question(s) before tool \"{}\" can finish, and this run could not pause to ask them",
+            self.link.server(),
+            self.tool
+        );
+        let state = serde_json::json!({
+            "requestState": request_state,
+            "answered": answered,
+            "rounds": rounds,
+        });
+        Ok(ToolError::needs_input(
+            message,
+            codemode_runtime::tools::NeedsInput {
+                questions,
+                state,
+                arguments: json::clone_deep(args),
+            },
+        ))
+    }
+
+    fn no_sampling(&self) -> ToolError {
+        ToolError::new(format!(
+            "mcp server \"{}\" asked for a model's completion (sampling) to answer tool \"{}\", which codemode does not give",
+            self.link.server(),
+            self.tool
+        ))
+    }
+
     /// The answers to a server's input requests: its questions put to the person behind the
     /// call (as during a call, `questions.rs`), no roots; a request for a model's completion
     /// (sampling) fails the call, as codemode gives none.
@@ -242,14 +312,7 @@ impl Call {
                     serde_json::to_value(answer).unwrap_or(Value::Null)
                 }
                 InputRequest::ListRoots(_) => serde_json::json!({"roots": []}),
-                _ => {
-                    return Err(ToolError::new(format!(
-                        "mcp server \"{}\" asked for a model's completion (sampling) to answer tool \"{}\", which codemode does not give",
-                        self.link.server(),
-                        self.tool
-                    ))
-                    .into())
-                }
+                _ => return Err(self.no_sampling().into()),
             };
             responses.insert(key, response);
         }
@@ -339,4 +402,33 @@ impl Call {
             ))
         })
     }
+}
+
+/// Sets `params` up as the call made again with `answers` to the questions its run paused for
+/// (see `Call::deferred`); the rounds spent before.
+fn resume_with(params: &mut CallToolRequestParams, answers: &InputAnswers) -> usize {
+    let mut responses: InputResponses = answers
+        .responses
+        .iter()
+        .map(|(key, answer)| (key.clone(), json::clone_deep(answer)))
+        .collect();
+    if let Some(Value::Object(answered)) = answers.state.get("answered") {
+        for (key, answer) in answered {
+            responses
+                .entry(key.clone())
+                .or_insert_with(|| json::clone_deep(answer));
+        }
+    }
+    params.input_responses = Some(responses);
+    params.request_state = answers
+        .state
+        .get("requestState")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    answers
+        .state
+        .get("rounds")
+        .and_then(Value::as_u64)
+        .and_then(|rounds| usize::try_from(rounds).ok())
+        .unwrap_or(0)
 }

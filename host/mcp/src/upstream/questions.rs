@@ -20,6 +20,13 @@ pub trait Asker: Send + Sync + 'static {
         server: &str,
         params: ElicitRequestParams,
     ) -> BoxFuture<'static, ElicitResult>;
+
+    /// Whether `agent`'s person is asked by pausing its run rather than during the call: the
+    /// call then fails with its questions ([`codemode_runtime::tools::ToolError::needs_input`])
+    /// and is made again with the answers when the run resumes.
+    fn defers(&self, _agent: u64) -> bool {
+        false
+    }
 }
 
 /// Where the upstream servers' questions go; shared by every upstream of a session, and
@@ -76,6 +83,11 @@ impl Questions {
             server: server.to_owned(),
             agent,
         }
+    }
+
+    /// Whether `agent`'s questions wait for its run to pause ([`Asker::defers`]).
+    pub(super) fn defers(&self, agent: u64) -> bool {
+        self.asker.get().is_some_and(|asker| asker.defers(agent))
     }
 
     /// The answer to `server`'s question.
