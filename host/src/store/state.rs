@@ -42,13 +42,13 @@ pub(crate) struct Completion {
 /// old ones took is still the host's. An answer that does not fit is freed at once and
 /// replaced by a short message: the account is overdrawn, so the run is failing, and nothing
 /// of the answer would reach the program anyway.
-fn charged(
+fn charged<E: Into<CallFailure>>(
     id: u32,
-    call: futures::future::BoxFuture<'static, Result<Value, CallFailure>>,
+    call: impl Future<Output = Result<Value, E>> + Send + 'static,
     held: Arc<HeldMemory>,
 ) -> CallFuture {
     Box::pin(async move {
-        let answer = call.await;
+        let answer = call.await.map_err(Into::into);
         let bytes = match &answer {
             Ok(value) => json::heap_bytes(value),
             Err(failure) => failure.message.capacity(),
@@ -543,14 +543,11 @@ impl RunState {
             .input_calls
             .as_ref()
             .filter(|calls| calls.covers(global, name));
-        let future = match through {
-            Some(calls) => calls.call((global, name), args, signal, answers),
-            None => {
-                let called = f(args, signal);
-                Box::pin(async move { called.await.map_err(CallFailure::from) })
-            }
-        };
-        self.in_flight.push(charged(id, future, self.held.clone()));
+        let held = self.held.clone();
+        self.in_flight.push(match through {
+            Some(calls) => charged(id, calls.call((global, name), args, signal, answers), held),
+            None => charged(id, f(args, signal), held),
+        });
     }
 
     /// The next delivery decided at call time, for a caller that drives the guest itself (the
