@@ -15,6 +15,8 @@ export const PROGRAMS = {
   data: readFileSync(new URL('../../fixtures/workloads/data.js', import.meta.url), 'utf8'),
   calls: readFileSync(new URL('../../fixtures/workloads/calls.js', import.meta.url), 'utf8'),
   loop: readFileSync(new URL('../../fixtures/workloads/loop.js', import.meta.url), 'utf8'),
+  // fixtures/workloads/idiomatic.ts with its types erased, as codemode runs it.
+  idiomatic: readFileSync(new URL('../../fixtures/workloads/idiomatic.js', import.meta.url), 'utf8'),
 };
 
 // The data workload's tool result: DATA_ROWS rows from a MINSTD generator (products stay below
@@ -51,6 +53,8 @@ export const COMPUTE_EXPECTED = 899397;
 // returns.
 export const CALLS_EXPECTED = 609129731;
 export const LOOP_EXPECTED = 8999997;
+// The `check` fixtures/workloads/idiomatic.ts returns.
+export const IDIOMATIC_EXPECTED = 987523;
 export const KILL_BUDGET_MS = 100;
 export const LIVE_INSTANCES = 100;
 
@@ -197,6 +201,7 @@ async function phased(run, name, program, options, valid) {
 }
 
 const callHeavy = (run) => phased(run, 'call-heavy', PROGRAMS.calls, undefined, (check) => check === CALLS_EXPECTED);
+const idiomatic = (run) => phased(run, 'idiomatic', PROGRAMS.idiomatic, undefined, (check) => check === IDIOMATIC_EXPECTED);
 
 // Every engine must compute the same check; the report compares them.
 async function data(run) {
@@ -220,6 +225,7 @@ export async function measure(run, { runs, concurrency = 1, rssRun = () => run, 
     compute_ms: await workload(run, PROGRAMS.compute, COMPUTE_EXPECTED, 5),
     calls: await callHeavy(run),
     loop_ms: await workload(run, PROGRAMS.loop, LOOP_EXPECTED, 3),
+    idiomatic: await idiomatic(run),
     data: await data(await dataRun()),
     kill_latency_ms: await killLatency(run),
     rss_per_instance_mib: await rssPerInstance(await rssRun()),
@@ -240,13 +246,15 @@ const KEYS = [
   'calls_ms',
   'calls',
   'loop_ms',
+  'idiomatic_ms',
+  'idiomatic',
   'data',
   'notes',
 ];
 
 // Exactly the agreed keys, in a fixed order; a missing measurement is null, never absent.
 export function printReport(values) {
-  values = { calls_ms: values.calls?.total_ms, ...values };
+  values = { calls_ms: values.calls?.total_ms, idiomatic_ms: values.idiomatic?.total_ms, ...values };
   const out = {};
   for (const key of KEYS) out[key] = values[key] ?? null;
   console.log(JSON.stringify(out));

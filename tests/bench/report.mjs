@@ -32,6 +32,7 @@ const ROWS = [
   { key: 'compute_ms', label: 'compute workload (`fixtures/workloads/compute.js`)', unit: 'ms', relative: ['quickjs-emscripten', 1.2] },
   { key: 'calls_ms', label: 'call-heavy workload (`fixtures/workloads/calls.js`)', unit: 'ms', relative: ['quickjs-emscripten', 2] },
   { key: 'loop_ms', label: 'counting loop (`fixtures/workloads/loop.js`)', unit: 'ms', relative: ['pydantic-monty', 1] },
+  { key: 'idiomatic_ms', label: 'idiomatic TypeScript workload (`fixtures/workloads/idiomatic.ts`)', unit: 'ms', relative: ['quickjs-emscripten', 1.5] },
   { key: 'fuel_per_ms', label: 'fuel per ms of compute', unit: '' },
 ];
 
@@ -250,8 +251,8 @@ function render(results) {
   if (codemode && peers.length > 0) {
     lines.push('', '## Ratios', '');
     lines.push('Peer time divided by codemode time, from the table above.', '');
-    const keys = ['fresh_run_p50_us', 'compute_ms', 'calls_ms', 'loop_ms'];
-    lines.push('| peer | fresh run p50 | compute | call-heavy | counting loop |', '| --- | ---: | ---: | ---: | ---: |');
+    const keys = ['fresh_run_p50_us', 'compute_ms', 'calls_ms', 'loop_ms', 'idiomatic_ms'];
+    lines.push('| peer | fresh run p50 | compute | call-heavy | counting loop | idiomatic TypeScript |', '| --- | ---: | ---: | ---: | ---: | ---: |');
     for (const s of peers) {
       const p = results[s.id];
       lines.push(`| ${s.title} | ${keys.map((k) => ratioCell(codemode[k], p[k])).join(' | ')} |`);
@@ -296,6 +297,23 @@ function render(results) {
       ['collections', '`Map`, `Set`, sort with a comparator'],
       ['strings', 'string building, `for…in`'],
       ['recursion', 'memoised recursion'],
+    ],
+    fuelNote: '',
+  });
+  phaseSection(lines, results, present, {
+    key: 'idiomatic',
+    title: 'Idiomatic TypeScript workload',
+    intro:
+      '`fixtures/workloads/idiomatic.ts`, compute as a model writes it in TypeScript (peers run it erased, ' +
+      '`idiomatic.js`): 1,000 particles of classes with declared fields stepped 100 times (a `Vec` made per step, a ' +
+      'getter); 60,000 words built with `toString(36)`; a `Map` word count; a sort of the counts with a comparator; a ' +
+      'recursion memoised with `??=` on a plain object, pruned with `for…in` and `delete`. The program times its phases itself.',
+    phases: [
+      ['classes', 'classes with declared fields'],
+      ['strings', 'base-36 strings'],
+      ['wordCount', '`Map` word count'],
+      ['sort', 'sort with a comparator'],
+      ['memo', '`??=` memo, `for…in`, `delete`'],
     ],
     fuelNote: '',
   });

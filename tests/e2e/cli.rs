@@ -471,6 +471,9 @@ fn bench_prints_one_object_with_every_workload() {
         "/calls/fuel",
         "/calls/phases_ms/construct",
         "/calls/phases_ms/recursion",
+        "/idiomatic/total_ms",
+        "/idiomatic/phases_ms/classes",
+        "/idiomatic/phases_ms/memo",
     ] {
         let v = report.pointer(key);
         assert!(
@@ -870,5 +873,24 @@ fn ask_prompts_on_the_terminal_and_the_answer_decides() {
     assert!(
         no.contains("\"result\":\"the user rejected tool \\\"fail\\\"\""),
         "{no}"
+    );
+}
+
+/// The peers of `codemode bench` run `fixtures/workloads/idiomatic.js`, the TypeScript
+/// workload with its types erased: it must be what codemode's eraser makes of it
+/// (`CODEMODE_BLESS=1` writes it).
+#[test]
+fn the_idiomatic_workloads_javascript_twin_is_its_typescript_erased() {
+    let dir = codemode_e2e::manifest_dir().join("../fixtures/workloads");
+    let typescript = std::fs::read_to_string(dir.join("idiomatic.ts")).expect("read the workload");
+    let erased = codemode_typescript::strip::strip_types(&typescript).expect("the eraser takes it");
+    let twin = dir.join("idiomatic.js");
+    if std::env::var_os("CODEMODE_BLESS").is_some() {
+        std::fs::write(&twin, &erased).expect("write the twin");
+    }
+    let kept = std::fs::read_to_string(&twin).unwrap_or_default();
+    assert!(
+        kept == erased,
+        "fixtures/workloads/idiomatic.js is not idiomatic.ts erased: run this test with CODEMODE_BLESS=1"
     );
 }

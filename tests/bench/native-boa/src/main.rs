@@ -13,6 +13,9 @@ const COMPUTE_EXPECTED: f64 = 899_397.0;
 const CALLS_BODY: &str = include_str!("../../../../fixtures/workloads/calls.js");
 const CALLS_EXPECTED: f64 = 609_129_731.0;
 const LOOP_BODY: &str = include_str!("../../../../fixtures/workloads/loop.js");
+/// `fixtures/workloads/idiomatic.ts` with its types erased.
+const IDIOMATIC_BODY: &str = include_str!("../../../../fixtures/workloads/idiomatic.js");
+const IDIOMATIC_EXPECTED: f64 = 987_523.0;
 const LOOP_EXPECTED: f64 = 8_999_997.0;
 
 /// Every peer wraps a program body the same way, so that `return` and `await` are legal at its top.
@@ -91,6 +94,7 @@ fn measure(runs: usize) -> Result<Value, String> {
         Ok::<_, String>((time.as_secs_f64() * 1e3, value))
     };
     let (calls_ms, calls) = workload(CALLS_BODY, "/check", CALLS_EXPECTED, 3)?;
+    let (idiomatic_ms, idiomatic) = workload(IDIOMATIC_BODY, "/check", IDIOMATIC_EXPECTED, 3)?;
 
     Ok(json!({
         "peer": "boa-native",
@@ -106,6 +110,8 @@ fn measure(runs: usize) -> Result<Value, String> {
         "calls_ms": calls_ms,
         "calls": {"total_ms": calls_ms, "phases_ms": calls.get("phases"), "check": calls.get("check")},
         "loop_ms": workload(LOOP_BODY, "", LOOP_EXPECTED, 3)?.0,
+        "idiomatic_ms": idiomatic_ms,
+        "idiomatic": {"total_ms": idiomatic_ms, "phases_ms": idiomatic.get("phases"), "check": idiomatic.get("check")},
         "notes": "Boa 0.22.0 compiled natively (release, same features as the guest), a new Context per run \
                   with the default job executor. No host bindings, no sandbox and no interruption: \
                   the host-call, parallel-sleep, throughput, memory and kill workloads would measure \

@@ -246,6 +246,8 @@ struct Programs {
     bash: &'static str,
     compute: &'static Workload,
     call_heavy: &'static Workload,
+    /// Compute as a model writes it in TypeScript; no twin in Python.
+    idiomatic: Option<&'static Workload>,
     /// The data workload, which reads [`data_text`] through `tools.read_file`.
     data: &'static str,
     counting: &'static Workload,
@@ -262,6 +264,7 @@ const TYPESCRIPT: Programs = Programs {
     bash: "for (let i = 0; i < 20; i++) await tools.bash({ command: 'true', description: 'Nothing' });",
     compute: &COMPUTE,
     call_heavy: &CALLS,
+    idiomatic: Some(&IDIOMATIC),
     data: DATA_PROGRAM,
     counting: &LOOP,
 };
@@ -280,6 +283,7 @@ const PYTHON: Programs = Programs {
         "for i in range(20):\n    await tools.bash({'command': 'true', 'description': 'Nothing'})",
     compute: &COMPUTE_PY,
     call_heavy: &CALLS_PY,
+    idiomatic: None,
     data: include_str!("../../../../../fixtures/workloads/data.py"),
     counting: &LOOP_PY,
 };
@@ -337,6 +341,18 @@ const CALLS: Workload = Workload {
     program: include_str!("../../../../../fixtures/workloads/calls.js"),
     check_at: "/check",
     result: 609_129_731.0,
+    samples: 3,
+};
+
+/// Compute as a model writes it in TypeScript (`fixtures/workloads/idiomatic.ts`: classes with
+/// declared fields, a Map word count, a comparator sort, `??=` memoisation with for…in and
+/// delete, base-36 strings), which times its phases and returns `{check, phases}`; peers run
+/// its erased twin, `idiomatic.js`.
+const IDIOMATIC: Workload = Workload {
+    name: "idiomatic",
+    program: include_str!("../../../../../fixtures/workloads/idiomatic.ts"),
+    check_at: "/check",
+    result: 987_523.0,
     samples: 3,
 };
 
@@ -613,6 +629,10 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
     let (call_heavy, call_heavy_fuel, call_heavy_value) =
         workload_median(&rt, p.call_heavy).await?;
     let (counting, counting_fuel, _) = workload_median(&rt, p.counting).await?;
+    let idiomatic = match p.idiomatic {
+        Some(w) => Some(workload_median(&rt, w).await?),
+        None => None,
+    };
 
     // Throughput: trivial runs on every worker thread for one second.
     let window = Duration::from_secs(1);
@@ -760,6 +780,13 @@ async fn measure(args: &BenchArgs) -> Result<Value, String> {
         },
         "loop_ms": ms(counting),
         "loop_fuel": counting_fuel,
+        "idiomatic_ms": idiomatic.as_ref().map(|(time, _, _)| ms(*time)),
+        "idiomatic": idiomatic.as_ref().map(|(time, fuel, value)| json!({
+            "total_ms": ms(*time),
+            "phases_ms": value.get("phases"),
+            "fuel": fuel,
+            "check": value.get("check"),
+        })),
         "interruption": interruption,
         "interruption_data": interruption_data,
         "fuel_per_ms_configured": FUEL_PER_MS,
@@ -905,6 +932,37 @@ pub async fn bench(args: BenchArgs) -> u8 {
         ),
         ("  fuel burned", "/calls/fuel", "", None),
         ("counting loop", "loop_ms", "ms", None),
+        (
+            "idiomatic TypeScript workload",
+            "/idiomatic/total_ms",
+            "ms",
+            None,
+        ),
+        (
+            "  classes with declared fields",
+            "/idiomatic/phases_ms/classes",
+            "ms",
+            None,
+        ),
+        (
+            "  base-36 strings",
+            "/idiomatic/phases_ms/strings",
+            "ms",
+            None,
+        ),
+        (
+            "  Map word count",
+            "/idiomatic/phases_ms/wordCount",
+            "ms",
+            None,
+        ),
+        ("  comparator sort", "/idiomatic/phases_ms/sort", "ms", None),
+        (
+            "  ??= memo, for…in, delete",
+            "/idiomatic/phases_ms/memo",
+            "ms",
+            None,
+        ),
         (
             "data workload (7 MB, 50k rows)",
             "/data/total_ms",
