@@ -196,7 +196,7 @@ fn the_guide_s_budget_and_limit_tables_match_the_code() {
             MAX_LABEL_PAIRS as u64,
         ),
         (
-            "`<T>` assertions and generic arrows per statement",
+            "`<T>` assertions and generic arrows open at once",
             MAX_SPECULATIVE_ANGLES as u64,
         ),
         (

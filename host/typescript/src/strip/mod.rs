@@ -84,7 +84,7 @@ fn plan(program: &str) -> Result<Plan, StripError> {
     }
     if scanned.speculative_angles > MAX_SPECULATIVE_ANGLES {
         return Err(refusal(format!(
-            "program has {} type assertions or generic arrow functions (`<T>…`) in one statement; the limit is {MAX_SPECULATIVE_ANGLES}, past which parsing them takes too long: write assertions as `x as T`, or split the statement",
+            "program has {} type assertions or generic arrow functions (`<T>…`) open at once (in one statement and the brackets it encloses); the limit is {MAX_SPECULATIVE_ANGLES}, past which parsing them takes too long: write assertions as `x as T`, or split the statement",
             scanned.speculative_angles
         )));
     }

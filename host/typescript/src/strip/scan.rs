@@ -16,11 +16,13 @@ use std::collections::HashMap;
 /// Most pairs of a label and an enclosing label of the same name a program may contain.
 pub const MAX_LABEL_PAIRS: usize = 10_000;
 
-/// Most `<` in one statement where an expression starts (a type assertion `<T>x` or a generic
-/// arrow function `<T>(x: T) => …`). swc tries each such `<` both ways, and when the tries
-/// nest and fail (`<T><T>(<T><T>(…`) it reparses what follows each: time exponential in their
-/// number (a program of 112 characters took a minute). A statement written by anyone has a
-/// few; 16 of them cost the parser well under a second whatever they are.
+/// Most `<` where an expression starts (a type assertion `<T>x` or a generic arrow function
+/// `<T>(x: T) => …`) open at once: in one statement, counted on through the brackets it
+/// encloses and into template substitutions. swc tries each such `<` both ways, and when the
+/// tries nest and fail (`<T><T>(<T><T>(…`, also through braces or inside `${…}`) it reparses
+/// what follows each: time exponential in their number (a program of 112 characters took a
+/// minute). A statement written by anyone has a few; 16 of them cost the parser well under a
+/// second whatever they are.
 pub const MAX_SPECULATIVE_ANGLES: usize = 16;
 
 /// Most `<` after a name left open inside the computed keys (`{[…`) that are open at once.
@@ -37,8 +39,8 @@ pub struct Scan {
     pub nesting: usize,
     /// Pairs of a possible label and an enclosing possible label of the same name.
     pub label_pairs: usize,
-    /// The most `<` where an expression starts in one statement (strings, templates and
-    /// comments skipped): see [`MAX_SPECULATIVE_ANGLES`].
+    /// The most `<` where an expression starts open at once (strings and comments skipped,
+    /// and template text): see [`MAX_SPECULATIVE_ANGLES`].
     pub speculative_angles: usize,
     /// The most `<` after a name open in the computed keys open at once: see
     /// [`MAX_ANGLES_IN_COMPUTED_KEYS`].
@@ -116,12 +118,12 @@ fn skip_trivia(bytes: &[u8], mut i: usize) -> usize {
     }
 }
 
-/// Where a string, template literal or comment that starts at `i` ends (a template's `${…}`
-/// skipped with it); `None` when none starts there.
+/// Where a string or comment that starts at `i` ends; `None` when none starts there. Template
+/// literals are read by [`template_text`]: their substitutions are code.
 fn skip_literal(bytes: &[u8], i: usize) -> Option<usize> {
     let quote = bytes[i];
     match quote {
-        b'\'' | b'"' | b'`' => {
+        b'\'' | b'"' => {
             let mut at = i + 1;
             while at < bytes.len() && bytes[at] != quote {
                 at += if bytes[at] == b'\\' { 2 } else { 1 };
@@ -131,6 +133,21 @@ fn skip_literal(bytes: &[u8], i: usize) -> Option<usize> {
         b'/' if matches!(bytes.get(i + 1), Some(b'/' | b'*')) => Some(skip_trivia(bytes, i)),
         _ => None,
     }
+}
+
+/// Reads a template literal's text from `at` (just after its backtick, or after the `}` that
+/// closed a substitution): where the text ends, and whether a substitution `${` starts there
+/// (the position is then after the `${`).
+fn template_text(bytes: &[u8], mut at: usize) -> (usize, bool) {
+    while at < bytes.len() {
+        match bytes[at] {
+            b'\\' => at += 2,
+            b'`' => return (at + 1, false),
+            b'$' if bytes.get(at + 1) == Some(&b'{') => return (at + 2, true),
+            _ => at += 1,
+        }
+    }
+    (at, false)
 }
 
 /// One pass over `program`.
@@ -220,8 +237,9 @@ pub fn scan(program: &str) -> Scan {
 /// the last `<` of its bracket (not the `>` of `=>` or `>=`). Strings, templates and comments
 /// are skipped.
 fn angles_in_computed_keys(bytes: &[u8]) -> usize {
-    // Per open bracket: whether it is (inside) a computed key, and its open `<`.
-    let mut frames: Vec<(bool, usize)> = Vec::new();
+    // Per open bracket: whether it is (inside) a computed key, its open `<`, and whether it is
+    // a template literal's substitution.
+    let mut frames: Vec<(bool, usize, bool)> = Vec::new();
     let mut open = 0usize;
     let mut most = 0usize;
     let mut prev = 0u8;
@@ -229,26 +247,49 @@ fn angles_in_computed_keys(bytes: &[u8]) -> usize {
     while i < bytes.len() {
         let b = bytes[i];
         match b {
-            b'\'' | b'"' | b'`' | b'/' if let Some(after) = skip_literal(bytes, i) => {
+            b'\'' | b'"' | b'/' if let Some(after) = skip_literal(bytes, i) => {
                 if b != b'/' {
                     prev = b;
                 }
                 i = after;
                 continue;
             }
+            b'`' => {
+                let (after, substitution) = template_text(bytes, i + 1);
+                if substitution {
+                    let inside = frames.last().is_some_and(|(key, _, _)| *key);
+                    frames.push((inside, 0, true));
+                    prev = b'{';
+                } else {
+                    prev = b'`';
+                }
+                i = after;
+                continue;
+            }
             b'(' | b'[' | b'{' => {
-                let inside = frames.last().is_some_and(|(key, _)| *key);
-                frames.push((inside || (b == b'[' && prev == b'{'), 0));
+                let inside = frames.last().is_some_and(|(key, _, _)| *key);
+                frames.push((inside || (b == b'[' && prev == b'{'), 0, false));
             }
             b')' | b']' | b'}' => {
-                if let Some((key, angles)) = frames.pop() {
+                if let Some((key, angles, template)) = frames.pop() {
                     if key {
                         open -= angles;
+                    }
+                    if template && b == b'}' {
+                        let (after, substitution) = template_text(bytes, i + 1);
+                        if substitution {
+                            frames.push((key, 0, true));
+                            prev = b'{';
+                        } else {
+                            prev = b'`';
+                        }
+                        i = after;
+                        continue;
                     }
                 }
             }
             b'<' if is_ident(prev) || prev == b')' || prev == b']' => {
-                if let Some((key, angles)) = frames.last_mut() {
+                if let Some((key, angles, _)) = frames.last_mut() {
                     if *key {
                         *angles += 1;
                         open += 1;
@@ -257,7 +298,7 @@ fn angles_in_computed_keys(bytes: &[u8]) -> usize {
                 }
             }
             b'>' if prev != b'=' && bytes.get(i + 1) != Some(&b'=') => {
-                if let Some((key, angles)) = frames.last_mut() {
+                if let Some((key, angles, _)) = frames.last_mut() {
                     if *key && *angles > 0 {
                         *angles -= 1;
                         open -= 1;
@@ -274,42 +315,118 @@ fn angles_in_computed_keys(bytes: &[u8]) -> usize {
     most
 }
 
-/// The most `<` in one statement that follow what an expression can start after (an opening
-/// bracket, a comma, an operator, `=>`, a closing `>`, the start): each is a type assertion or
-/// a generic arrow function the parser must try both ways (not after `!`, which is more often
-/// a non-null assertion before a comparison). Statements are told apart by `;`,
-/// `{` and `}` (an object literal or a block body starts another: it can only under-count).
-/// Strings, template literals and comments are skipped; a `<` after a name, a number, `)` or
+/// The most `<` where an expression starts (each a type assertion or a generic arrow function
+/// the parser must try both ways) that can be open at once: within one statement, and within
+/// everything the brackets around them enclose, since a try that starts before a bracket
+/// parses what the bracket holds (`<T>(<T>{ <T>f() {} <T>…`). A `;` ends a statement of the
+/// bracket it is in; a closing bracket ends the tries begun inside it. An expression starts
+/// after an opening bracket, a comma, an operator, `=>`, a closing `>`, a `;`, a `}`, the start,
+/// a spread, a `!` that is a logical not (not the non-null assertion of `x! < y`), or a keyword
+/// that takes an operand (`return`, `typeof`, `await`, …). Strings and comments are skipped, and
+/// template literals but for their substitutions; a `<` after another name, a number, `)` or
 /// `]` (a comparison, a generic call's type arguments) is not counted.
 fn speculative_angles(bytes: &[u8]) -> usize {
-    let mut most = 0usize;
+    // Per open bracket: the count when it opened (the tries still running around it), and
+    // whether it is a template literal's substitution.
+    let mut bases: Vec<(usize, bool)> = Vec::new();
     let mut count = 0usize;
-    // The last byte of code read: 0 at the start.
+    let mut most = 0usize;
+    // The last byte of code read (0 at the start), and where the name it ends began.
     let mut prev = 0u8;
+    let mut before_prev = 0u8;
+    let mut name_start = 0usize;
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
         match b {
-            b'\'' | b'"' | b'`' | b'/' if let Some(after) = skip_literal(bytes, i) => {
+            b'\'' | b'"' | b'/' if let Some(after) = skip_literal(bytes, i) => {
                 if b != b'/' {
                     prev = b;
                 }
                 i = after;
                 continue;
             }
-            b';' | b'{' | b'}' => count = 0,
-            b'<' if prev == 0 || b"(,=>:?[&|+-*%^~".contains(&prev) => {
+            b'`' => {
+                let (after, substitution) = template_text(bytes, i + 1);
+                if substitution {
+                    bases.push((count, true));
+                    prev = b'{';
+                } else {
+                    prev = b'`';
+                }
+                i = after;
+                continue;
+            }
+            b'(' | b'[' | b'{' => bases.push((count, false)),
+            b')' | b']' | b'}' => {
+                let (base, template) = bases.pop().unwrap_or((0, false));
+                count = base;
+                if template && b == b'}' {
+                    // Back in the template's text, until its next substitution or its end.
+                    let (after, substitution) = template_text(bytes, i + 1);
+                    if substitution {
+                        bases.push((count, true));
+                        prev = b'{';
+                    } else {
+                        prev = b'`';
+                    }
+                    i = after;
+                    continue;
+                }
+            }
+            b';' => count = bases.last().map_or(0, |(base, _)| *base),
+            b'<' if prev == 0
+                || b"(,=>:?[&|+-*%^~{;}.".contains(&prev)
+                || (prev == b'!' && !ends_operand(before_prev))
+                || (is_ident(prev) && takes_operand(&bytes[name_start..i])) =>
+            {
                 count += 1;
                 most = most.max(count);
             }
             _ => {}
         }
+        if is_ident(b) && !is_ident(prev) {
+            name_start = i;
+        }
         if !b.is_ascii_whitespace() {
+            before_prev = prev;
             prev = b;
         }
         i += 1;
     }
     most
+}
+
+/// Whether `b`, the last byte of code before a `!`, ends an operand (the `!` is then a non-null
+/// assertion, `x! < y`, rather than a logical not).
+fn ends_operand(b: u8) -> bool {
+    is_ident(b) || b == b')' || b == b']'
+}
+
+/// Whether `word` (a name and what follows it up to a `<`) is a keyword an expression follows.
+fn takes_operand(word: &[u8]) -> bool {
+    let end = word
+        .iter()
+        .position(|b| !is_ident(*b))
+        .unwrap_or(word.len());
+    matches!(
+        &word[..end],
+        b"return"
+            | b"typeof"
+            | b"void"
+            | b"delete"
+            | b"await"
+            | b"yield"
+            | b"throw"
+            | b"case"
+            | b"new"
+            | b"in"
+            | b"of"
+            | b"instanceof"
+            | b"else"
+            | b"do"
+            | b"extends"
+    )
 }
 
 #[cfg(test)]
@@ -376,6 +493,42 @@ mod tests {
     }
 
     #[test]
+    fn speculative_angles_are_counted_through_the_brackets_their_tries_enclose() {
+        let angles = |program: &str| scan(program).speculative_angles;
+        // Braces inside a try do not end it: the shape the fuzzer found took 39 s.
+        assert_eq!(
+            angles("<T>(<T>{<T><T>function f() { return true }<T>(<T>"),
+            6
+        );
+        assert_eq!(
+            angles("<T>(x) => { return <T>(y) => { return <T>z; }; };"),
+            3
+        );
+        // Keywords that take an operand start an expression.
+        assert_eq!(angles("typeof <T> void <T> await <T>(x)"), 3);
+        assert_eq!(angles("return <T>x; throw <T>y;"), 1);
+        // A statement of a block ends its tries; a closed bracket ends those begun inside it.
+        assert_eq!(
+            angles(&format!(
+                "function g() {{ {} }}",
+                "const f = <T>(x: T) => x; ".repeat(40)
+            )),
+            1
+        );
+        assert_eq!(angles(&"f(<T>a, <U>b); ".repeat(20)), 2);
+        assert_eq!(angles("[<T>a][<T>b](<T>c)"), 1);
+        // Names that only end in a keyword are names.
+        assert_eq!(angles("areturn < b; xtypeof < y; newValue < 3"), 0);
+        // A template's substitutions are code; its text is not.
+        assert_eq!(angles(&format!("`${{{}}}`", "<T><T>(".repeat(8))), 16);
+        assert_eq!(angles("`a ${ `b ${<T>x} <p>(<b>` } c <i>(` + <U>y"), 1);
+        assert_eq!(angles("`${a}<T>(${<T>b}<U>(${<T>c}`"), 1);
+        // A logical not starts an expression; a non-null assertion ends one.
+        assert_eq!(angles("!<T>!<T>(x); m.get(k)! < 2; a! < b"), 2);
+        assert_eq!(angles("f(...<T>a, ...<U>b)"), 2);
+    }
+
+    #[test]
     fn angles_open_in_computed_keys_are_counted_while_the_keys_are_open() {
         let keys = |program: &str| scan(program).angles_in_computed_keys;
         assert_eq!(keys(&"{[A<".repeat(9)), 9);
@@ -388,9 +541,12 @@ mod tests {
             keys("const m: Map<string, Array<number>> = new Map(); if (a < b) {}"),
             0
         );
-        assert_eq!(keys(&"const o = { [`${a < b}`]: 1 };\n".repeat(20)), 0);
+        // A substitution is code: its comparison counts while its key is open.
+        assert_eq!(keys(&"const o = { [`${a < b}`]: 1 };\n".repeat(20)), 1);
         assert_eq!(keys(&"{[A<B>]: 1}, ".repeat(20)), 1);
         assert_eq!(keys("{[[[[A< mb <n[n| [{[[[[A< mb <n"), 4);
+        assert_eq!(keys(&format!("`${{{}}}`", "{[A<".repeat(9))), 9);
+        assert_eq!(keys("`{[A< ${x} {[B<`"), 0);
     }
 
     #[test]
