@@ -18,6 +18,8 @@ struct Upstreamed {
     _server: Server,
     client: Client,
     log: PathBuf,
+    config: String,
+    state: String,
     _dir: TempDir,
 }
 
@@ -46,6 +48,8 @@ fn serve(label: &str) -> Upstreamed {
         client: Client::new(server.addr),
         _server: server,
         log,
+        config,
+        state,
         _dir: dir,
     }
 }
@@ -180,4 +184,60 @@ fn each_round_of_upstream_questions_is_a_pause_and_a_declined_one_reaches_the_up
         message.contains("inputResponses") && message.contains("action"),
         "{refused}"
     );
+}
+
+/// `codemode resume` of a run paused for an upstream's questions, with its tools from the same
+/// configuration: left unanswered, it pauses again and lists the questions by key; answered
+/// with an object of elicitation results by key, the call is made again with them.
+#[test]
+fn the_cli_resumes_a_run_paused_for_upstream_questions() {
+    let served = serve("upstream-questions-cli");
+    let arguments = program("return await tools.mcp__mrtr__ship({ crate: \"rand\" });");
+    let (_, state) = asked(&served.client.run_code(&arguments, json!({})));
+    let run_id = state
+        .split('.')
+        .nth(1)
+        .expect("a run id in the requestState");
+    let resume = |run: &str, extra: &[&str]| {
+        Command::new(binary())
+            .args([
+                "resume",
+                run,
+                "--state",
+                &served.state,
+                "--config",
+                &served.config,
+            ])
+            .args(extra)
+            .env("CODEMODE_STATE_KEY", KEY)
+            .stdin(Stdio::null())
+            .output()
+            .expect("codemode resume")
+    };
+    let again = resume(run_id, &[]);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("waiting for answers by key") && stderr.contains("confirm: Ship rand?"),
+        "{stderr}"
+    );
+    let next = stderr
+        .split("paused: run ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the run id of the new pause");
+    let done = resume(
+        next,
+        &[
+            "--reply",
+            r#"1={"confirm": {"action": "accept", "content": {"ok": true}}}"#,
+        ],
+    );
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&done.stdout).trim(), "shipped rand");
 }

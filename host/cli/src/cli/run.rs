@@ -126,16 +126,32 @@ fn print_human(run: &CodeRun, value: Option<&Value>, program: &str) {
         eprintln!("paused: run {} waits for", paused.run_id);
         for call in report["pending"].as_array().into_iter().flatten() {
             let approval = call.get("approval").is_some_and(|a| a == true);
+            // A call that needs a person's input lists its questions, each by key.
+            let asks: Vec<String> = call["questions"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(key, question)| {
+                    let message = question["message"].as_str().unwrap_or_default();
+                    format!("{key}: {message}")
+                })
+                .collect();
+            let waiting = if approval {
+                ", waiting for an approval (true or false)".to_owned()
+            } else if !asks.is_empty() {
+                format!(
+                    ", waiting for answers by key ({{\"KEY\": {{\"action\": \"accept\", \"content\": {{…}}}}}}) to {}",
+                    asks.join("; ")
+                )
+            } else {
+                String::new()
+            };
             eprintln!(
                 "  call {}: {}({}){}",
                 printable(call["callId"].as_str().unwrap_or_default()),
                 printable(call["tool"].as_str().unwrap_or_default()),
                 printable(&json::to_string(&call["arguments"])),
-                if approval {
-                    ", waiting for an approval (true or false)"
-                } else {
-                    ""
-                }
+                printable(&waiting)
             );
         }
         let first = paused.pending.first().map_or("1", |c| c.call_id.as_str());
