@@ -19,8 +19,8 @@ use crate::config::{
 use crate::engine::MAX_CONCURRENT_RUNS;
 use crate::store::{MAX_REJECTION_BYTES, RECORD_NAME_BYTES};
 use crate::strip::{
-    MAX_ANGLES_IN_COMPUTED_KEYS, MAX_LABEL_PAIRS, MAX_NESTING, MAX_PROGRAM_BYTES,
-    MAX_SPECULATIVE_ANGLES,
+    MAX_ANGLE_TRIES, MAX_LABEL_PAIRS, MAX_NESTED_TYPE_ARGUMENT_TRIES, MAX_NESTING,
+    MAX_PROGRAM_BYTES, MAX_SPECULATIVE_ANGLES,
 };
 
 const MIB: u64 = 1024 * 1024;
@@ -176,7 +176,7 @@ fn the_guide_s_budget_and_limit_tables_match_the_code() {
     ];
     // Fixed limits and rates: the quantity in the second column.
     let stack = guest_stack_bytes();
-    let fixed: [(&str, u64); 17] = [
+    let fixed: [(&str, u64); 18] = [
         ("fuel per ms of `--compute-ms`", FUEL_PER_MS),
         (
             "fuel a computing guest holds between visits to the host",
@@ -200,8 +200,12 @@ fn the_guide_s_budget_and_limit_tables_match_the_code() {
             MAX_SPECULATIVE_ANGLES as u64,
         ),
         (
-            "`<` open in nested computed keys",
-            MAX_ANGLES_IN_COMPUTED_KEYS as u64,
+            "`<` open around nested brackets",
+            MAX_NESTED_TYPE_ARGUMENT_TRIES as u64,
+        ),
+        (
+            "both, nested, the latter counting two",
+            MAX_ANGLE_TRIES as u64,
         ),
         ("tool calls in one run", MAX_CALLS_PER_RUN as u64),
         ("timers armed", MAX_TIMERS as u64),

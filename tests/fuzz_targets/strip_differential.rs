@@ -115,7 +115,8 @@ fn deliberate(message: &str) -> bool {
 fn bounded(message: &str) -> bool {
     message.contains("repeats a label")
         || message.contains("type assertions or generic arrow functions")
-        || message.contains("computed keys")
+        || message.contains("around brackets nested")
+        || message.contains("tries deep")
         || message.contains("the limit is")
 }
 

@@ -38,7 +38,9 @@ pub const MAX_NESTING: usize = 10_000;
 /// Longest program accepted, in bytes.
 pub const MAX_PROGRAM_BYTES: usize = 1024 * 1024;
 
-pub use scan::{MAX_ANGLES_IN_COMPUTED_KEYS, MAX_LABEL_PAIRS, MAX_SPECULATIVE_ANGLES};
+pub use scan::{
+    MAX_ANGLE_TRIES, MAX_LABEL_PAIRS, MAX_NESTED_TYPE_ARGUMENT_TRIES, MAX_SPECULATIVE_ANGLES,
+};
 
 /// swc's parser and visitors recurse once per nesting level, and not only on brackets (a run of
 /// prefix operators, `a = a = …`, `x => x => …` nest too), at up to about 0.9 KiB of stack per
@@ -88,10 +90,16 @@ fn plan(program: &str) -> Result<Plan, StripError> {
             scanned.speculative_angles
         )));
     }
-    if scanned.angles_in_computed_keys > MAX_ANGLES_IN_COMPUTED_KEYS {
+    if scanned.nested_type_argument_tries > MAX_NESTED_TYPE_ARGUMENT_TRIES {
         return Err(refusal(format!(
-            "program leaves {} `<` open inside computed keys (`{{[a < b]: …}}`) nested in one another; the limit is {MAX_ANGLES_IN_COMPUTED_KEYS}, past which parsing them takes too long: compute the keys before the object",
-            scanned.angles_in_computed_keys
+            "program leaves {} `<` open (comparisons, or type arguments) around brackets nested in one another; the limit is {MAX_NESTED_TYPE_ARGUMENT_TRIES}, past which parsing them takes too long: compute the inner parts first, or close the comparisons (`(a < b)`) before the brackets",
+            scanned.nested_type_argument_tries
+        )));
+    }
+    if scanned.angle_tries > MAX_ANGLE_TRIES {
+        return Err(refusal(format!(
+            "program nests type assertions or generic arrow functions (`<T>…`) and `<` left open (comparisons, or type arguments) in one another, {} tries deep counting each `<` after a name twice; the limit is {MAX_ANGLE_TRIES}, past which parsing them takes too long: write assertions as `x as T`, close comparisons in parentheses, or split the statement",
+            scanned.angle_tries
         )));
     }
     if inline_fits(program.len(), scanned.nesting) {
@@ -375,14 +383,19 @@ mod tests {
     }
 
     #[test]
-    fn comparisons_nested_in_computed_keys_past_the_limit_are_refused_before_parsing() {
+    fn comparisons_left_open_around_nested_brackets_past_the_limit_are_refused_before_parsing() {
         for hostile in [
             format!("x = {}", "[{[A< mb <n".repeat(8)),
             format!("x = {}", "{[A<".repeat(12)),
+            "y <((e=ee(eCCy,yyy".repeat(10),
         ] {
             let err = strip_types(&hostile).unwrap_err();
-            assert!(err.message.contains("computed keys"), "{}", err.message);
+            assert!(err.message.contains("`<` open"), "{}", err.message);
         }
+        // The two kinds nested in each other, each within its own bound.
+        let mixed = "<T><T>(".repeat(8) + &"y <((e=ee(eCCy,yyy".repeat(8);
+        let err = strip_types(&mixed).unwrap_err();
+        assert!(err.message.contains("tries deep"), "{}", err.message);
         let keyed = "const o = { [a < b ? 'x' : 'y']: { [c < d ? 'p' : 'q']: 1 } };\nreturn o;";
         assert!(strip_types(keyed).is_ok());
     }

@@ -25,12 +25,19 @@ pub const MAX_LABEL_PAIRS: usize = 10_000;
 /// second whatever they are.
 pub const MAX_SPECULATIVE_ANGLES: usize = 16;
 
-/// Most `<` after a name left open inside the computed keys (`{[…`) that are open at once.
-/// swc reads such a `<` as the start of type arguments and tries the key's text both ways, and
-/// keys nested in keys multiply the tries: `{[A<` nine times took a second, `[{[A< b <n`
-/// eight times 48 seconds. A computed key holding a comparison is rare; eight of them open at
-/// once cost the parser a fraction of a second.
-pub const MAX_ANGLES_IN_COMPUTED_KEYS: usize = 8;
+/// Most `<` after a name (a comparison, or type arguments swc tries first) that can enclose a
+/// point of the program at once: those left open in a bracket when a bracket inside it opens,
+/// counted down through the nesting, and those open where the point is. swc tries the text
+/// after each as type arguments, and a try that nests inside another multiplies the work:
+/// `y <((e=ee(eCCy,yyy` ten times took 26 seconds, `[{[A< mb <n` eight times 48. A comparison
+/// ends at `&&`, `||`, `??` or `;`, so a long condition's comparisons do not pile up; a nest of
+/// eight costs the parser a fraction of a second.
+pub const MAX_NESTED_TYPE_ARGUMENT_TRIES: usize = 8;
+
+/// Most `<` tries of both kinds around one point, a `<` after a name counting two: the two
+/// kinds nested in each other multiply (`<T><T>(` eight times around `y <((e=ee(eCCy,yyy`
+/// eight times ran past five minutes, each bound met).
+pub const MAX_ANGLE_TRIES: usize = 16;
 
 /// What the pass found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,9 +49,12 @@ pub struct Scan {
     /// The most `<` where an expression starts open at once (strings and comments skipped,
     /// and template text): see [`MAX_SPECULATIVE_ANGLES`].
     pub speculative_angles: usize,
-    /// The most `<` after a name open in the computed keys open at once: see
-    /// [`MAX_ANGLES_IN_COMPUTED_KEYS`].
-    pub angles_in_computed_keys: usize,
+    /// The most `<` after a name open around one point at once: see
+    /// [`MAX_NESTED_TYPE_ARGUMENT_TRIES`].
+    pub nested_type_argument_tries: usize,
+    /// The most of both around one point, a `<` after a name counting two: see
+    /// [`MAX_ANGLE_TRIES`].
+    pub angle_tries: usize,
 }
 
 fn is_ident(b: u8) -> bool {
@@ -224,120 +234,74 @@ pub fn scan(program: &str) -> Scan {
             _ => i += 1,
         }
     }
+    let tries = angle_tries(bytes);
     Scan {
         nesting,
         label_pairs: pairs,
-        speculative_angles: speculative_angles(bytes),
-        angles_in_computed_keys: angles_in_computed_keys(bytes),
+        speculative_angles: tries.speculative,
+        nested_type_argument_tries: tries.type_arguments,
+        angle_tries: tries.weighted,
     }
 }
 
-/// The most `<` after a name (or a number, `)` or `]`) that are open at once inside open
-/// computed keys (a computed key being a `[` right after `{`, and what it holds). A `>` closes
-/// the last `<` of its bracket (not the `>` of `=>` or `>=`). Strings, templates and comments
-/// are skipped.
-fn angles_in_computed_keys(bytes: &[u8]) -> usize {
-    // Per open bracket: whether it is (inside) a computed key, its open `<`, and whether it is
-    // a template literal's substitution.
-    let mut frames: Vec<(bool, usize, bool)> = Vec::new();
-    let mut open = 0usize;
-    let mut most = 0usize;
-    let mut prev = 0u8;
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        match b {
-            b'\'' | b'"' | b'/' if let Some(after) = skip_literal(bytes, i) => {
-                if b != b'/' {
-                    prev = b;
-                }
-                i = after;
-                continue;
-            }
-            b'`' => {
-                let (after, substitution) = template_text(bytes, i + 1);
-                if substitution {
-                    let inside = frames.last().is_some_and(|(key, _, _)| *key);
-                    frames.push((inside, 0, true));
-                    prev = b'{';
-                } else {
-                    prev = b'`';
-                }
-                i = after;
-                continue;
-            }
-            b'(' | b'[' | b'{' => {
-                let inside = frames.last().is_some_and(|(key, _, _)| *key);
-                frames.push((inside || (b == b'[' && prev == b'{'), 0, false));
-            }
-            b')' | b']' | b'}' => {
-                if let Some((key, angles, template)) = frames.pop() {
-                    if key {
-                        open -= angles;
-                    }
-                    if template && b == b'}' {
-                        let (after, substitution) = template_text(bytes, i + 1);
-                        if substitution {
-                            frames.push((key, 0, true));
-                            prev = b'{';
-                        } else {
-                            prev = b'`';
-                        }
-                        i = after;
-                        continue;
-                    }
-                }
-            }
-            b'<' if is_ident(prev) || prev == b')' || prev == b']' => {
-                if let Some((key, angles, _)) = frames.last_mut() {
-                    if *key {
-                        *angles += 1;
-                        open += 1;
-                        most = most.max(open);
-                    }
-                }
-            }
-            b'>' if prev != b'=' && bytes.get(i + 1) != Some(&b'=') => {
-                if let Some((key, angles, _)) = frames.last_mut() {
-                    if *key && *angles > 0 {
-                        *angles -= 1;
-                        open -= 1;
-                    }
-                }
-            }
-            _ => {}
-        }
-        if !b.is_ascii_whitespace() {
-            prev = b;
-        }
-        i += 1;
-    }
-    most
+/// The `<` tries open around the points of a program, at most: see [`angle_tries`].
+struct AngleTries {
+    speculative: usize,
+    type_arguments: usize,
+    weighted: usize,
 }
 
-/// The most `<` where an expression starts (each a type assertion or a generic arrow function
-/// the parser must try both ways) that can be open at once: within one statement, and within
-/// everything the brackets around them enclose, since a try that starts before a bracket
-/// parses what the bracket holds (`<T>(<T>{ <T>f() {} <T>…`). A `;` ends a statement of the
-/// bracket it is in; a closing bracket ends the tries begun inside it. An expression starts
-/// after an opening bracket, a comma, an operator, `=>`, a closing `>`, a `;`, a `}`, the start,
-/// a spread, a `!` that is a logical not (not the non-null assertion of `x! < y`), or a keyword
-/// that takes an operand (`return`, `typeof`, `await`, …). Strings and comments are skipped, and
-/// template literals but for their substitutions; a `<` after another name, a number, `)` or
-/// `]` (a comparison, a generic call's type arguments) is not counted.
-fn speculative_angles(bytes: &[u8]) -> usize {
-    // Per open bracket: the count when it opened (the tries still running around it), and
-    // whether it is a template literal's substitution.
-    let mut bases: Vec<(usize, bool)> = Vec::new();
-    let mut count = 0usize;
-    let mut most = 0usize;
-    // The last byte of code read (0 at the start), and where the name it ends began.
+/// One pass over the `<` the parser may try two ways, counting those that enclose each point:
+///
+/// - **speculative**: `<` where an expression starts (a type assertion or a generic arrow
+///   function): after an opening bracket, a comma, an operator, `=>`, a closing `>`, a `;`, a
+///   `}`, the start, a spread, a `!` that is a logical not (not the non-null assertion of
+///   `x! < y`), or a keyword that takes an operand (`return`, `typeof`, `await`, …). Counted
+///   through the brackets a statement encloses, since a try that starts before a bracket
+///   parses what it holds (`<T>(<T>{ <T>f() {} <T>…`); a `;` ends those of its statement, a
+///   closing bracket those begun inside it.
+/// - **type arguments**: `<` after a name, a number, `)` or `]` (a comparison, or type
+///   arguments swc tries first), counted down through the nesting: those open in each
+///   enclosing bracket when the next one opened, and those open in the point's own. A `>`
+///   closes the last one of its bracket (not the `>` of `=>` or `>=`); `&&`, `||`, `??` and
+///   `;` end a bracket's comparisons.
+/// - **weighted**: both around one point, a type-arguments try counting two (each multiplies
+///   the work by about five, a speculative one by about two).
+///
+/// Strings and comments are skipped, and template literals but for their substitutions.
+fn angle_tries(bytes: &[u8]) -> AngleTries {
+    struct Frame {
+        /// Speculative `<` open around the bracket when it opened, and since in its statement.
+        speculative_base: usize,
+        speculative: usize,
+        /// Type-argument `<` open around the bracket when it opened, and in it since.
+        around: usize,
+        open: usize,
+        /// A template literal's substitution.
+        template: bool,
+    }
+    let mut frames = vec![Frame {
+        speculative_base: 0,
+        speculative: 0,
+        around: 0,
+        open: 0,
+        template: false,
+    }];
+    let mut most = AngleTries {
+        speculative: 0,
+        type_arguments: 0,
+        weighted: 0,
+    };
+    // The last byte of code read (0 at the start), the one before it, and where the name
+    // `prev` ends began.
     let mut prev = 0u8;
     let mut before_prev = 0u8;
     let mut name_start = 0usize;
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
+        // The frame of the point: there is always the outermost one.
+        let top = frames.len() - 1;
         match b {
             b'\'' | b'"' | b'/' if let Some(after) = skip_literal(bytes, i) => {
                 if b != b'/' {
@@ -346,43 +310,75 @@ fn speculative_angles(bytes: &[u8]) -> usize {
                 i = after;
                 continue;
             }
-            b'`' => {
-                let (after, substitution) = template_text(bytes, i + 1);
-                if substitution {
-                    bases.push((count, true));
-                    prev = b'{';
-                } else {
-                    prev = b'`';
-                }
-                i = after;
-                continue;
-            }
-            b'(' | b'[' | b'{' => bases.push((count, false)),
-            b')' | b']' | b'}' => {
-                let (base, template) = bases.pop().unwrap_or((0, false));
-                count = base;
-                if template && b == b'}' {
-                    // Back in the template's text, until its next substitution or its end.
+            b'`' | b'(' | b'[' | b'{' => {
+                let template = b == b'`';
+                if template {
                     let (after, substitution) = template_text(bytes, i + 1);
-                    if substitution {
-                        bases.push((count, true));
-                        prev = b'{';
-                    } else {
-                        prev = b'`';
-                    }
                     i = after;
+                    before_prev = prev;
+                    prev = if substitution { b'{' } else { b'`' };
+                    if !substitution {
+                        continue;
+                    }
+                }
+                let frame = &frames[top];
+                let opened = Frame {
+                    speculative_base: frame.speculative,
+                    speculative: frame.speculative,
+                    around: frame.around + frame.open,
+                    open: 0,
+                    template,
+                };
+                frames.push(opened);
+                if template {
                     continue;
                 }
             }
-            b';' => count = bases.last().map_or(0, |(base, _)| *base),
-            b'<' if prev == 0
-                || b"(,=>:?[&|+-*%^~{;}.".contains(&prev)
-                || (prev == b'!' && !ends_operand(before_prev))
-                || (is_ident(prev) && takes_operand(&bytes[name_start..i])) =>
-            {
-                count += 1;
-                most = most.max(count);
+            b')' | b']' | b'}' if top > 0 => {
+                if let Some(frame) = frames.pop() {
+                    if frame.template && b == b'}' {
+                        // Back in the template's text, until its next substitution or its end.
+                        let (after, substitution) = template_text(bytes, i + 1);
+                        if substitution {
+                            frames.push(Frame {
+                                speculative: frame.speculative_base,
+                                open: 0,
+                                ..frame
+                            });
+                        }
+                        before_prev = prev;
+                        prev = if substitution { b'{' } else { b'`' };
+                        i = after;
+                        continue;
+                    }
+                }
             }
+            b'<' => {
+                let speculative = prev == 0
+                    || b"(,=>:?[&|+-*%^~{;}.".contains(&prev)
+                    || (prev == b'!' && !ends_operand(before_prev))
+                    || (is_ident(prev) && takes_operand(&bytes[name_start..i]));
+                let frame = &mut frames[top];
+                if speculative {
+                    frame.speculative += 1;
+                } else if is_ident(prev) || prev == b')' || prev == b']' {
+                    frame.open += 1;
+                }
+                let type_arguments = frame.around + frame.open;
+                most.speculative = most.speculative.max(frame.speculative);
+                most.type_arguments = most.type_arguments.max(type_arguments);
+                most.weighted = most.weighted.max(frame.speculative + 2 * type_arguments);
+            }
+            b'>' if prev != b'=' && bytes.get(i + 1) != Some(&b'=') => {
+                let frame = &mut frames[top];
+                frame.open = frame.open.saturating_sub(1);
+            }
+            b';' => {
+                let frame = &mut frames[top];
+                frame.speculative = frame.speculative_base;
+                frame.open = 0;
+            }
+            b'&' | b'|' | b'?' if bytes.get(i + 1) == Some(&b) => frames[top].open = 0,
             _ => {}
         }
         if is_ident(b) && !is_ident(prev) {
@@ -529,24 +525,39 @@ mod tests {
     }
 
     #[test]
-    fn angles_open_in_computed_keys_are_counted_while_the_keys_are_open() {
-        let keys = |program: &str| scan(program).angles_in_computed_keys;
-        assert_eq!(keys(&"{[A<".repeat(9)), 9);
-        assert_eq!(keys(&"[{[A< mb <n".repeat(5)), 10);
+    fn angles_open_around_nested_brackets_are_counted_through_the_nesting() {
+        let tries = |program: &str| scan(program).nested_type_argument_tries;
+        assert_eq!(tries(&"{[A<".repeat(9)), 9);
+        assert_eq!(tries(&"[{[A< mb <n".repeat(5)), 10);
+        // The shape strip_differential found: one `<` per level, inside parentheses.
+        assert_eq!(tries(&"y <((e=ee(eCCy,yyy".repeat(10)), 10);
         assert_eq!(
-            keys("const o = { [a < b ? 'x' : 'y']: 1, [k]: f<T>(x) };"),
+            tries("const o = { [a < b ? 'x' : 'y']: 1, [k]: f<T>(x) };"),
+            1
+        );
+        // Type arguments inside type arguments nest too.
+        assert_eq!(
+            tries("const m: Map<string, Array<number>> = new Map(); if (a < b) {}"),
+            2
+        );
+        assert_eq!(tries(&"const o = { [`${a < b}`]: 1 };\n".repeat(20)), 1);
+        assert_eq!(tries(&"{[A<B>]: 1}, ".repeat(20)), 1);
+        assert_eq!(tries("{[[[[A< mb <n[n| [{[[[[A< mb <n"), 4);
+        assert_eq!(tries(&format!("`${{{}}}`", "{[A<".repeat(9))), 9);
+        assert_eq!(tries("`{[A< ${x} {[B<`"), 0);
+        // A long condition's comparisons end at its operators; closed brackets end theirs.
+        assert_eq!(
+            tries("if (a < b && c < d || e < f && (g < h || (i < j))) { k(l < m); }"),
             1
         );
         assert_eq!(
-            keys("const m: Map<string, Array<number>> = new Map(); if (a < b) {}"),
-            0
+            tries("for (let i = 0; i < n; i++) { if (i < m) f(i < 2); }"),
+            1
         );
-        // A substitution is code: its comparison counts while its key is open.
-        assert_eq!(keys(&"const o = { [`${a < b}`]: 1 };\n".repeat(20)), 1);
-        assert_eq!(keys(&"{[A<B>]: 1}, ".repeat(20)), 1);
-        assert_eq!(keys("{[[[[A< mb <n[n| [{[[[[A< mb <n"), 4);
-        assert_eq!(keys(&format!("`${{{}}}`", "{[A<".repeat(9))), 9);
-        assert_eq!(keys("`{[A< ${x} {[B<`"), 0);
+        assert_eq!(
+            tries("const f: Array<Record<string, Foo<(x: number) => void>>> = [];"),
+            3
+        );
     }
 
     #[test]
