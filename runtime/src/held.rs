@@ -105,10 +105,10 @@ impl HeldMemory {
 
 /// Host memory a call's answer holds: its value's heap as [`json::heap_bytes`] counts it, or
 /// its error message's buffer.
-pub fn answer_bytes(answer: &Result<Value, String>) -> usize {
+pub fn answer_bytes(answer: &Result<Value, crate::code::CallFailure>) -> usize {
     match answer {
         Ok(value) => json::heap_bytes(value),
-        Err(message) => message.capacity(),
+        Err(failure) => failure.message.capacity(),
     }
 }
 
@@ -139,6 +139,6 @@ mod tests {
         assert_eq!(answer_bytes(&Ok(Value::Null)), 0);
         let text = "x".repeat(1000);
         assert!(answer_bytes(&Ok(Value::String(text.clone()))) >= 1000);
-        assert!(answer_bytes(&Err(text)) >= 1000);
+        assert!(answer_bytes(&Err(text.into())) >= 1000);
     }
 }

@@ -19,6 +19,17 @@ use codemode_e2e::{
 mod paused;
 mod upstream_questions;
 
+/// The text blocks of a `tools/call` result, joined by newlines.
+fn text(answer: &serde_json::Value) -> String {
+    answer["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 const TOKEN: &str = "4f1c0d6e9b2a7c5e8d3f1a0b";
 
 /// A running `codemode mcp --http 127.0.0.1:0`, killed when dropped.

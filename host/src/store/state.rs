@@ -12,7 +12,7 @@ use codemode_runtime::code::{
     BindingFn, BindingNamespace, BindingRef, CallCaps, CallFailure, CallOutcome, CallRecord,
     FailureKind, InputCalls, RunFailure,
 };
-use codemode_runtime::held::HeldMemory;
+use codemode_runtime::held::{answer_bytes, HeldMemory};
 use codemode_runtime::json;
 use codemode_runtime::ledger::{overflow_message, Ledger};
 use codemode_runtime::signal::{AbortController, AbortSignal};
@@ -49,10 +49,7 @@ fn charged<E: Into<CallFailure>>(
 ) -> CallFuture {
     Box::pin(async move {
         let answer = call.await.map_err(Into::into);
-        let bytes = match &answer {
-            Ok(value) => json::heap_bytes(value),
-            Err(failure) => failure.message.capacity(),
-        };
+        let bytes = answer_bytes(&answer);
         if held.charge(bytes) {
             return Completion {
                 id,
@@ -650,18 +647,14 @@ impl RunState {
     pub(crate) fn deliver(&mut self, done: Completion) -> Option<Vec<u8>> {
         self.held.release(done.held);
         let answer = match done.answer {
-            Err(CallFailure {
-                message,
-                input: Some(input),
-            }) => match self.input_calls.is_some() {
-                true => {
-                    self.keep_for_input(done.id, &input);
-                    return None;
-                }
-                false => Err(message),
-            },
-            Err(failure) => Err(failure.message),
             Ok(value) => Ok(value),
+            Err(CallFailure {
+                input: Some(input), ..
+            }) if self.input_calls.is_some() => {
+                self.keep_for_input(done.id, &input);
+                return None;
+            }
+            Err(failure) => Err(failure.message),
         };
         Some(self.delivery_for(done.id, answer))
     }

@@ -45,7 +45,7 @@ use serde_json::Value;
 use tracing::{Instrument, Span};
 
 use crate::code::{CallFailure, CallOutcome};
-use crate::held::HeldMemory;
+use crate::held::{answer_bytes, HeldMemory};
 use crate::json;
 use crate::signal::{AbortController, AbortSignal};
 use crate::telemetry;
@@ -383,10 +383,7 @@ impl Scheduler {
         let Some(reply) = seq.checked_sub(1).and_then(|i| state.replies.get_mut(i)) else {
             return;
         };
-        let bytes = match &answer {
-            Ok(value) => json::heap_bytes(value),
-            Err(failure) => failure.message.capacity(),
-        };
+        let bytes = answer_bytes(&answer);
         let answer = if self.held.charge(bytes) {
             reply.held = bytes;
             answer

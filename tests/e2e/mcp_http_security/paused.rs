@@ -75,16 +75,6 @@ fn error_message(answer: &Value) -> &str {
     })
 }
 
-fn text(answer: &Value) -> String {
-    answer["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|block| block["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[test]
 fn a_request_state_opens_only_for_its_client_and_its_arguments() {
     let served = serve("http-paused-bound", &[]);

@@ -58,16 +58,6 @@ fn program(code: &str) -> Value {
     json!({"code": code, "description": "ship"})
 }
 
-fn text(answer: &Value) -> String {
-    answer["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|block| block["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// The questions of an input-required answer, and its state.
 fn asked(answer: &Value) -> (serde_json::Map<String, Value>, String) {
     assert_eq!(answer["resultType"], "input_required", "{answer}");
