@@ -29,10 +29,13 @@ pub const MAX_SPECULATIVE_ANGLES: usize = 16;
 /// point of the program at once: those left open in a bracket when a bracket inside it opens,
 /// counted down through the nesting, and those open where the point is. swc tries the text
 /// after each as type arguments, and a try that nests inside another multiplies the work:
-/// `y <((e=ee(eCCy,yyy` ten times took 26 seconds, `[{[A< mb <n` eight times 48. A comparison
+/// `y <((e=ee(eCCy,yyy` ten times took 26 seconds, `[{[A< mb <n` eight times 48, and a nest of
+/// eight within the earlier bound of eight (`2<{[` six times and more, 287 bytes) 1.5 s of a
+/// release build: each level costs about four to five times the one inside it. A comparison
 /// ends at `&&`, `||`, `??` or `;`, so a long condition's comparisons do not pile up; a nest of
-/// eight costs the parser a fraction of a second.
-pub const MAX_NESTED_TYPE_ARGUMENT_TRIES: usize = 8;
+/// six costs the parser about 50 ms at worst (half a second nested in four `<T>(`, the most
+/// [`MAX_ANGLE_TRIES`] leaves).
+pub const MAX_NESTED_TYPE_ARGUMENT_TRIES: usize = 6;
 
 /// Most `<` tries of both kinds around one point, a `<` after a name counting two: the two
 /// kinds nested in each other multiply (`<T><T>(` eight times around `y <((e=ee(eCCy,yyy`
@@ -529,6 +532,8 @@ mod tests {
         let tries = |program: &str| scan(program).nested_type_argument_tries;
         assert_eq!(tries(&"{[A<".repeat(9)), 9);
         assert_eq!(tries(&"[{[A< mb <n".repeat(5)), 10);
+        // A `<` after a number may be tried as type arguments too (`2<{[`, found by fuzzing).
+        assert_eq!(tries(&"2<{[".repeat(7)), 7);
         // The shape strip_differential found: one `<` per level, inside parentheses.
         assert_eq!(tries(&"y <((e=ee(eCCy,yyy".repeat(10)), 10);
         assert_eq!(
