@@ -137,9 +137,23 @@ fn skip_literal(bytes: &[u8], i: usize) -> Option<usize> {
     let quote = bytes[i];
     match quote {
         b'\'' | b'"' => {
+            // A string ends at its quote or, unterminated, at the end of its line, where the
+            // parser's lexer ends it too and reads the next line as code: skipping further
+            // would hide that code from the counts (a `'` then a line of `b<{[` took seconds).
+            // A backslash before a line break continues the string.
             let mut at = i + 1;
             while at < bytes.len() && bytes[at] != quote {
-                at += if bytes[at] == b'\\' { 2 } else { 1 };
+                match bytes[at] {
+                    b'\n' | b'\r' => return Some(at),
+                    b'\\'
+                        if bytes.get(at + 1) == Some(&b'\r')
+                            && bytes.get(at + 2) == Some(&b'\n') =>
+                    {
+                        at += 3;
+                    }
+                    b'\\' => at += 2,
+                    _ => at += 1,
+                }
             }
             Some(at + 1)
         }
@@ -534,6 +548,9 @@ mod tests {
         assert_eq!(tries(&"[{[A< mb <n".repeat(5)), 10);
         // A `<` after a number may be tried as type arguments too (`2<{[`, found by fuzzing).
         assert_eq!(tries(&"2<{[".repeat(7)), 7);
+        // A string left open at the end of its line hides nothing after it.
+        assert_eq!(tries(&format!("b<{{['\n{}", "b<{[".repeat(7))), 8);
+        assert_eq!(tries("const s = 'a < b \\\n c < d'; f(x < y);"), 1);
         // The shape strip_differential found: one `<` per level, inside parentheses.
         assert_eq!(tries(&"y <((e=ee(eCCy,yyy".repeat(10)), 10);
         assert_eq!(
