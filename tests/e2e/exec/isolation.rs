@@ -271,6 +271,110 @@ async fn no_process_outlives_a_killed_codemode() {
     }
 }
 
+/// The directories a sandbox made in `tmp`, by the names it gives them.
+fn sandbox_dirs(tmp: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(tmp)
+        .expect("the temporary directory is read")
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("codemode-sandbox-tmp-") || name.starts_with("codemode-sandbox-stage-")
+        })
+        .map(|entry| entry.path())
+        .collect();
+    found.sort();
+    found
+}
+
+/// The cgroup directories process `pid` is in that a sandbox made (`codemode-<pid>-<n>`), where
+/// this system mounts them: none where commands get no cgroups.
+fn command_cgroups(pid: i32) -> Vec<PathBuf> {
+    let membership = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    membership
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let last = path.rsplit('/').next()?;
+            if !last.starts_with("codemode-") {
+                return None;
+            }
+            let relative = path.trim_start_matches('/');
+            [
+                Path::new("/sys/fs/cgroup").join(controllers).join(relative),
+                Path::new("/sys/fs/cgroup").join(relative),
+            ]
+            .into_iter()
+            .find(|dir| dir.is_dir())
+        })
+        .collect()
+}
+
+/// `codemode run --exec sandbox` killed with SIGKILL cannot remove its sandbox's temporary
+/// directory (every command's `/tmp`, with what the client's commands wrote there), its
+/// workspace stage or its commands' cgroups: the next sandbox made beside them does, and
+/// leaves what a live sandbox holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_killed_codemode_leaves_goes_when_the_next_sandbox_starts() {
+    let workspace = temp_dir("exec-left");
+    let tmp = temp_dir("exec-left-tmp");
+    // The sandbox's user must pass through it to its own directory.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let start = |program: &str| {
+        let mut child = std::process::Command::new(codemode_binary())
+            .args(["run", "--exec", "sandbox", "--root"])
+            .arg(workspace.path())
+            .arg("-")
+            .env("TMPDIR", tmp.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("codemode runs");
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(program.as_bytes()).unwrap();
+        child
+    };
+    let killed = Reaped(start(
+        "await tools.bash({ command: 'echo a client wrote this > /tmp/left-behind; exec sleep 1000.52', description: 'Hold', run_in_background: true }); await tools.sleep({ ms: 600000 });",
+    ));
+    assert!(until_running(&["sleep", "1000.52"], true).await);
+    let held = sandbox_dirs(tmp.path());
+    assert_eq!(held.len(), if root() { 2 } else { 1 }, "{held:?}");
+    let written = held
+        .iter()
+        .map(|dir| dir.join("left-behind"))
+        .find(|f| f.exists());
+    assert!(written.is_some(), "the command's /tmp is one of {held:?}");
+    let cgroups = running(&["sleep", "1000.52"])
+        .first()
+        .map(|&pid| command_cgroups(pid))
+        .unwrap_or_default();
+    drop(killed);
+    assert!(until_running(&["sleep", "1000.52"], false).await);
+    assert_eq!(
+        sandbox_dirs(tmp.path()),
+        held,
+        "left behind by the killed process"
+    );
+    let next = start("return 1");
+    let next = tokio::task::spawn_blocking(move || next.wait_with_output())
+        .await
+        .unwrap()
+        .expect("the next codemode ran");
+    assert!(
+        next.status.success(),
+        "{}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+    assert_eq!(sandbox_dirs(tmp.path()), Vec::<PathBuf>::new());
+    for dir in &cgroups {
+        assert!(!dir.exists(), "{} is left", dir.display());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_socket_families_and_the_keyrings_are_refused() {
     // A key of this process's session keyring, which a command must not reach.

@@ -53,6 +53,15 @@ impl Cgroups {
         let places = v2(&membership, &mounts)
             .map(|place| vec![place])
             .or_else(|| v1(&membership, &mounts))?;
+        for place in &places {
+            let swept = sweep(&place.dir);
+            if swept > 0 {
+                tracing::info!(
+                    "removed {swept} empty cgroups in {} left by processes that ended without removing them",
+                    place.dir.display()
+                );
+            }
+        }
         let cgroups = Self { places };
         // A cgroup made and removed: the directories are writable and the limits taken.
         drop(
@@ -127,6 +136,49 @@ fn fresh_name() -> String {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// Removes the cgroups in `dir` named as [`fresh_name`] names them whose process has ended (a
+/// process killed outright cannot remove its own), and returns how many. Only an empty cgroup
+/// can be removed, so nothing that still runs is touched; a cgroup of a live process is left
+/// even when empty, since it may be about to be joined. A process in another PID namespace
+/// that shares this place cannot be told alive here: an empty cgroup of its, removed before its
+/// command joined it, fails that command's start, and no command runs outside its limits.
+fn sweep(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(owner_of) else {
+            continue;
+        };
+        if !has_ended(pid) {
+            continue;
+        }
+        if fs::remove_dir(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// The pid in a name [`fresh_name`] made: `codemode-<pid>-<n>`.
+fn owner_of(name: &str) -> Option<i32> {
+    let (pid, n) = name.strip_prefix("codemode-")?.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(pid) || !digits(n) {
+        return None;
+    }
+    pid.parse().ok().filter(|pid| *pid > 0)
+}
+
+/// Whether no process `pid` exists (in this PID namespace).
+fn has_ended(pid: i32) -> bool {
+    // SAFETY: signal 0 only asks whether the process exists; nothing is sent.
+    let answer = unsafe { libc::kill(pid, 0) };
+    answer != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 fn write(file: &Path, value: u64) -> io::Result<()> {
@@ -315,5 +367,56 @@ mod tests {
         }
         let membership = entered.expect("a free name is found");
         assert!(membership.dirs.iter().all(|d| !left.contains(d)));
+    }
+
+    /// A pid no process has: one that ran and was reaped.
+    fn ended_pid() -> i32 {
+        let mut child = std::process::Command::new("true").spawn().expect("runs");
+        let pid = i32::try_from(child.id()).expect("a pid");
+        child.wait().expect("reaped");
+        pid
+    }
+
+    #[test]
+    fn empty_cgroups_of_ended_processes_are_swept_and_nothing_else() {
+        // A directory stands for the place: removing an empty one is what the kernel allows.
+        let place = tempfile::tempdir().expect("a temporary directory");
+        let ended = ended_pid();
+        let own = std::process::id();
+        let made = |name: String| {
+            let dir = place.path().join(name);
+            fs::create_dir(&dir).expect("made");
+            dir
+        };
+        let left = [
+            made(format!("codemode-{ended}-0")),
+            made(format!("codemode-{ended}-7")),
+        ];
+        let live = made(format!("codemode-{own}-0"));
+        let busy = made(format!("codemode-{ended}-1"));
+        fs::create_dir(busy.join("child")).expect("made");
+        let others = [
+            made(format!("codemode-{ended}")),
+            made(format!("codemode-{ended}-x")),
+            made(format!("other-{ended}-0")),
+            made("codemode--0".to_owned()),
+        ];
+        assert_eq!(sweep(place.path()), 2);
+        assert!(left.iter().all(|d| !d.exists()));
+        assert!(live.exists() && busy.exists());
+        assert!(others.iter().all(|d| d.exists()));
+    }
+
+    #[test]
+    fn names_say_their_process() {
+        assert_eq!(owner_of("codemode-123-4"), Some(123));
+        assert_eq!(owner_of("codemode-0-4"), None);
+        assert_eq!(owner_of("codemode-99999999999-4"), None);
+        assert_eq!(owner_of("codemode-12-"), None);
+        assert_eq!(owner_of("codemode-+12-3"), None);
+        assert!(!has_ended(
+            i32::try_from(std::process::id()).expect("a pid")
+        ));
+        assert!(has_ended(ended_pid()));
     }
 }

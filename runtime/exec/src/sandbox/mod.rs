@@ -29,6 +29,7 @@ mod cgroups;
 mod child;
 mod filter;
 mod idmap;
+mod leftovers;
 
 use std::ffi::{CString, OsString};
 use std::io::{Read, Seek, Write};
@@ -183,9 +184,11 @@ pub struct Sandbox {
     pass_env: Vec<String>,
     protections: Protections,
     /// Removed with the sandbox: the private temporary directory, and where codemode runs
-    /// as root, the stage the workspace is mounted on in each command's mount namespace.
-    _temp: tempfile::TempDir,
-    _stage: Option<tempfile::TempDir>,
+    /// as root, the stage the workspace is mounted on in each command's mount namespace. Held
+    /// while it lives, so that the next sandbox removes them if this process is killed first
+    /// (`leftovers.rs`).
+    _temp: leftovers::HeldDir,
+    _stage: Option<leftovers::HeldDir>,
 }
 
 impl Sandbox {
@@ -204,8 +207,17 @@ impl Sandbox {
         let unenforceable = |reason: String| SetupError::Unenforceable { reason };
         let filters = filter::programs().map_err(unenforceable)?;
         // SAFETY: geteuid only returns this process's id.
-        let root = unsafe { libc::geteuid() } == 0;
-        let temp = private_dir("codemode-sandbox-")?;
+        let euid = unsafe { libc::geteuid() };
+        let root = euid == 0;
+        let base = std::env::temp_dir();
+        let swept = leftovers::sweep(&base, &leftovers::owners(root, euid, SANDBOX_ID));
+        if !swept.is_empty() {
+            tracing::info!(
+                "removed {} temporary directories left by sandboxes of processes that ended without removing them",
+                swept.len()
+            );
+        }
+        let temp = leftovers::HeldDir::new(&base, leftovers::TEMP_PREFIX)?;
         let mut shadows = vec![PathBuf::from("/run")];
         let mut hidden = default_hidden();
         hidden.extend(options.hide.iter().cloned());
@@ -217,7 +229,7 @@ impl Sandbox {
                     source,
                 },
             )?;
-            let stage = private_dir("codemode-workspace-")?;
+            let stage = leftovers::HeldDir::new(&base, leftovers::STAGE_PREFIX)?;
             let plan = child::AsRoot {
                 idmap: idmap::namespace_for(&workspace).map_err(unenforceable)?,
                 workspace: c_path(&workspace)?,
@@ -376,15 +388,6 @@ fn outside_ids(root: bool) -> (u32, u32) {
         // SAFETY: geteuid and getegid only return this process's ids.
         unsafe { (libc::geteuid(), libc::getegid()) }
     }
-}
-
-fn private_dir(prefix: &str) -> Result<tempfile::TempDir, SetupError> {
-    let base = std::env::temp_dir();
-    tempfile::Builder::new()
-        .prefix(prefix)
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .tempdir_in(&base)
-        .map_err(|source| SetupError::TempDir { path: base, source })
 }
 
 fn c_path(path: &Path) -> Result<CString, SetupError> {
