@@ -271,6 +271,40 @@ async fn no_process_outlives_a_killed_codemode() {
     }
 }
 
+/// A command that fills its `/tmp` with a tree deeper than a removal recursing in codemode's
+/// process could go (a descriptor and a stack frame a level) leaves nothing once its sandbox is
+/// dropped: the tree is removed by `rm` as the user who made it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deep_tree_a_command_leaves_in_tmp_goes_with_its_sandbox() {
+    let marker = format!("deep-{}", std::process::id());
+    // Past this process's limit of open files (a descriptor a level), within reason.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limit into the struct it is given.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
+    let depth = limit.rlim_cur.saturating_add(100).min(70_000);
+    let rig = sandbox_with(SandboxOptions::default());
+    let made = output(
+        &rig,
+        &format!(
+            "cd /tmp && touch {marker} && python3 -c 'import os\nfor _ in range({depth}):\n    os.mkdir(\"d\"); os.chdir(\"d\")\nprint(\"nested\")'"
+        ),
+    )
+    .await;
+    assert_eq!(made, "nested\n");
+    let dir = sandbox_dirs(&std::env::temp_dir())
+        .into_iter()
+        .find(|dir| dir.join(&marker).exists())
+        .expect("the sandbox's temporary directory holds the marker");
+    drop(rig);
+    assert!(!dir.exists(), "{} is left", dir.display());
+}
+
 /// The directories a sandbox made in `tmp`, by the names it gives them.
 fn sandbox_dirs(tmp: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(tmp)

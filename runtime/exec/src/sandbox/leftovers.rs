@@ -1,25 +1,36 @@
-//! The directories a sandbox makes in the system's temporary directory, and what is left of
-//! them when the process that made them dies without removing them.
+//! The directories a sandbox makes in the system's temporary directory, how they are removed,
+//! and what is left of them when the process that made them dies without removing them.
 //!
 //! A sandbox removes its private temporary directory (every command's `/tmp`, holding whatever
-//! its commands wrote there) and, as root, its workspace stage when it is dropped. A process
-//! killed outright (SIGKILL, the OOM killer, an abort) cannot, and the files a client's
-//! commands left would stay on the disk for good. So each directory is held: its maker keeps
-//! it open under an exclusive `flock` for as long as it lives, and the kernel lets go of the
-//! lock whatever way the process ends. Whenever a sandbox is made, it first removes every
-//! directory of these names that no one holds: one whose maker is gone. A lock works across
-//! processes, users and PID namespaces, where a pid would not say who is alive.
+//! its commands wrote there) and, as root, its workspace stage when it is dropped. Commands fill
+//! the temporary directory as they like, as deep as they like, so it is removed by `rm -rf` run
+//! as the user its contents belong to (the sandbox's user, where codemode runs as root): a
+//! removal that recursed in this process could run out of descriptors or overflow its stack on
+//! a deep enough tree, and one run as root could be turned by a swapped entry against files
+//! that user could not delete. The stage is only ever an empty mount point here, and is removed
+//! only if empty.
+//!
+//! A process killed outright (SIGKILL, the OOM killer, an abort) removes nothing, and the files
+//! a client's commands left would stay on the disk for good. So each directory is held: its
+//! maker keeps it open under an exclusive `flock` for as long as it lives, and the kernel lets
+//! go of the lock whatever way the process ends. Whenever a sandbox is made, it first removes
+//! every directory of these names that no one holds: one whose maker is gone. On one machine a
+//! lock works across processes, users and PID namespaces, where a pid would not say who is
+//! alive; where the filesystem takes no lock, directories are made unheld and none is swept.
 //!
 //! Only directories named as this module names them are candidates, and only those owned by
 //! this process's user (or, where it runs as root, by the sandbox's user, to whom the temporary
-//! directory is given): a directory planted by anyone else is left alone, and a symbolic link
-//! is never followed.
+//! directory is given): a directory planted by anyone else is left alone, a symbolic link is
+//! never followed, and nothing is swept from a temporary directory others may write to without
+//! the sticky bit (where anyone could swap its entries).
 
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use crate::SetupError;
 
@@ -28,57 +39,142 @@ use crate::SetupError;
 pub const TEMP_PREFIX: &str = "codemode-sandbox-tmp-";
 pub const STAGE_PREFIX: &str = "codemode-sandbox-stage-";
 
+/// How a directory is removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// With all it holds, by `rm -rf` run as this user and group (see the module's note).
+    Tree { uid: u32, gid: u32 },
+    /// Only if it is empty.
+    Empty,
+}
+
 /// A private directory made in the system's temporary directory, held for as long as this
-/// value lives and removed with what it holds when it is dropped.
+/// value lives and removed as [`Removal`] says when it is dropped.
 #[derive(Debug)]
 pub struct HeldDir {
-    // Dropped first: the directory goes before the lock that says someone holds it.
-    dir: tempfile::TempDir,
-    _lock: OwnedFd,
+    path: PathBuf,
+    removal: Removal,
+    // `None` where the filesystem takes no lock.
+    lock: Option<OwnedFd>,
 }
 
 impl HeldDir {
-    /// A new directory named `prefix` and random characters in `base`, mode 0700, held.
-    pub fn new(base: &Path, prefix: &str) -> Result<Self, SetupError> {
+    /// A new directory named `prefix` and random characters in `base`, mode 0700, held, to be
+    /// removed as `removal` says.
+    pub fn new(base: &Path, prefix: &str, removal: Removal) -> Result<Self, SetupError> {
         let failed = |source| SetupError::TempDir {
             path: base.to_owned(),
             source,
         };
         loop {
-            let dir = tempfile::Builder::new()
+            let path = tempfile::Builder::new()
                 .prefix(prefix)
                 .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
                 .tempdir_in(base)
-                .map_err(failed)?;
+                .map_err(failed)?
+                .keep();
             // A sweep by another process may take the directory between its making and its
             // locking (it is not held yet): the lock is then on a directory no longer there,
             // and another name is tried.
-            let lock = match open_directory(dir.path()) {
+            let lock = match open_directory(&path) {
                 Ok(lock) => lock,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    let _ = dir.keep();
-                    continue;
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    let _ = fs::remove_dir(&path);
+                    return Err(failed(e));
                 }
-                Err(e) => return Err(failed(e)),
             };
-            flock(&lock, libc::LOCK_EX).map_err(failed)?;
-            if same_file(&lock, dir.path()) {
-                return Ok(Self { dir, _lock: lock });
+            match flock(&lock, libc::LOCK_EX) {
+                Ok(()) if same_file(&lock, &path) => {
+                    return Ok(Self {
+                        path,
+                        removal,
+                        lock: Some(lock),
+                    });
+                }
+                // Swept and perhaps made again by someone else: not ours to remove.
+                Ok(()) => continue,
+                // No lock on this filesystem: no sweep can take it either.
+                Err(_) => {
+                    return Ok(Self {
+                        path,
+                        removal,
+                        lock: None,
+                    });
+                }
             }
-            // Swept and perhaps made again by someone else: not ours to remove.
-            let _ = dir.keep();
         }
     }
 
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.path
+    }
+}
+
+impl Drop for HeldDir {
+    fn drop(&mut self) {
+        // Removed while still held, so that no sweep races the removal.
+        remove(&self.path, self.removal);
+        drop(self.lock.take());
+    }
+}
+
+/// Removes `path` as `removal` says; best effort.
+fn remove(path: &Path, removal: Removal) {
+    if let Removal::Tree { uid, gid } = removal {
+        remove_tree(path, uid, gid);
+    }
+    // An empty directory the tree's user could not remove (one never given to it) goes too.
+    let _ = fs::remove_dir(path);
+}
+
+/// `rm -rf path` as `uid`/`gid`, waited for: removes a tree of any depth without recursing in
+/// this process, and as its owner, who can delete nothing there that was not theirs to.
+fn remove_tree(path: &Path, uid: u32, gid: u32) {
+    let Some(rm) = ["/usr/bin/rm", "/bin/rm"]
+        .into_iter()
+        .map(Path::new)
+        .find(|rm| rm.is_file())
+    else {
+        tracing::warn!(
+            "no rm to remove {} with: it is left in place",
+            path.display()
+        );
+        return;
+    };
+    let mut command = Command::new(rm);
+    command
+        .args(["-rf", "--"])
+        .arg(path)
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: geteuid and getegid only return this process's ids.
+    let (own_uid, own_gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if (uid, gid) != (own_uid, own_gid) {
+        command.uid(uid).gid(gid);
+    }
+    match command.status() {
+        Ok(status) if status.success() => {}
+        Ok(status) => tracing::warn!("removing {} failed: rm {status}", path.display()),
+        Err(e) => tracing::warn!("removing {} failed: {e}", path.display()),
     }
 }
 
 /// Removes the directories in `base` named by [`TEMP_PREFIX`] or [`STAGE_PREFIX`], owned by
-/// one of `owners`, that no process holds. Best effort: what cannot be read, locked or
-/// removed is left as it is. Returns the directories removed.
+/// one of `owners`, that no process holds: a temporary directory as its owner (with
+/// [`Removal::Tree`]), a stage only if empty. Best effort: what cannot be read, locked or
+/// removed is left as it is, and nothing is swept from a `base` that others may write to
+/// without the sticky bit. Returns the directories removed.
 pub fn sweep(base: &Path, owners: &[u32]) -> Vec<PathBuf> {
+    let Ok(meta) = fs::metadata(base) else {
+        return Vec::new();
+    };
+    if meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0 {
+        return Vec::new();
+    }
     let Ok(entries) = fs::read_dir(base) else {
         return Vec::new();
     };
@@ -88,7 +184,8 @@ pub fn sweep(base: &Path, owners: &[u32]) -> Vec<PathBuf> {
         let Some(name) = name.to_str() else {
             continue;
         };
-        if !(name.starts_with(TEMP_PREFIX) || name.starts_with(STAGE_PREFIX)) {
+        let stage = name.starts_with(STAGE_PREFIX);
+        if !(stage || name.starts_with(TEMP_PREFIX)) {
             continue;
         }
         let path = entry.path();
@@ -102,11 +199,33 @@ pub fn sweep(base: &Path, owners: &[u32]) -> Vec<PathBuf> {
         let Ok(lock) = open_directory(&path) else {
             continue;
         };
-        if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_err() || !same_file(&lock, &path) {
+        if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_err() {
             continue;
         }
-        // Held by this sweep now, so its maker's protocol sees it gone if it was just made.
-        if fs::remove_dir_all(&path).is_ok() {
+        // What is locked is what was looked at, and what the path still names.
+        let held = fs::File::from(match lock.try_clone() {
+            Ok(fd) => fd,
+            Err(_) => continue,
+        })
+        .metadata();
+        let unchanged = held.is_ok_and(|held| {
+            held.dev() == found.dev() && held.ino() == found.ino() && held.uid() == found.uid()
+        });
+        if !unchanged || !same_file(&lock, &path) {
+            continue;
+        }
+        // Held by this sweep while it removes, so its maker's protocol sees it gone if it was
+        // just made.
+        let removal = if stage {
+            Removal::Empty
+        } else {
+            Removal::Tree {
+                uid: found.uid(),
+                gid: found.gid(),
+            }
+        };
+        remove(&path, removal);
+        if fs::symlink_metadata(&path).is_err() {
             removed.push(path);
         }
     }
@@ -159,24 +278,81 @@ fn same_file(fd: &OwnedFd, path: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
-    fn own_uid() -> u32 {
-        // SAFETY: geteuid only returns this process's id.
-        unsafe { libc::geteuid() }
+    fn own() -> (u32, u32) {
+        // SAFETY: geteuid and getegid only return this process's ids.
+        unsafe { (libc::geteuid(), libc::getegid()) }
     }
 
+    fn as_self() -> Removal {
+        let (uid, gid) = own();
+        Removal::Tree { uid, gid }
+    }
+
+    /// A base like the system's temporary directory: sticky.
     fn base() -> tempfile::TempDir {
-        tempfile::tempdir().expect("a temporary directory")
+        let base = tempfile::tempdir().expect("a temporary directory");
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o1777))
+            .expect("made sticky");
+        base
+    }
+
+    /// What a killed process leaves: a directory of the name no one holds.
+    fn left(base: &Path, prefix: &str) -> PathBuf {
+        let path = base.join(format!("{prefix}left"));
+        std::fs::create_dir(&path).expect("made");
+        path
+    }
+
+    /// Deeper than a removal holding a descriptor a level could go: past this process's limit
+    /// of open files (at most 70,000 levels, to bound the test's time).
+    fn too_deep() -> usize {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the limit into the struct it is given.
+        let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+        let open_files = if read { limit.rlim_cur } else { 1024 };
+        usize::try_from(open_files).map_or(70_000, |n| n.saturating_add(100).min(70_000))
+    }
+
+    /// `depth` directories nested in `dir`, made relative to each other (the path of the
+    /// deepest is far past PATH_MAX).
+    fn nest(dir: &Path, depth: usize) {
+        let mut at = open_directory(dir).expect("opened");
+        for _ in 0..depth {
+            let name = c"d";
+            // SAFETY: a descriptor this test owns and a NUL-terminated name.
+            assert_eq!(
+                unsafe { libc::mkdirat(at.as_raw_fd(), name.as_ptr(), 0o700) },
+                0
+            );
+            // SAFETY: as above; the new descriptor is owned at once.
+            let next = unsafe {
+                libc::openat(
+                    at.as_raw_fd(),
+                    name.as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                )
+            };
+            assert!(next >= 0);
+            // SAFETY: `next` was just opened and nothing else owns it.
+            at = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(next) };
+        }
     }
 
     #[test]
-    fn a_held_directory_is_not_swept_and_goes_when_dropped() {
+    fn a_held_directory_is_not_swept_and_goes_when_dropped_however_deep() {
         let base = base();
-        let held = HeldDir::new(base.path(), TEMP_PREFIX).expect("made");
+        let held = HeldDir::new(base.path(), TEMP_PREFIX, as_self()).expect("made");
         std::fs::write(held.path().join("file"), "kept").expect("written");
-        assert!(sweep(base.path(), &[own_uid()]).is_empty());
+        assert!(sweep(base.path(), &[own().0]).is_empty());
         assert!(held.path().join("file").exists());
+        nest(held.path(), too_deep());
         let path = held.path().to_owned();
         drop(held);
         assert!(!path.exists());
@@ -188,21 +364,34 @@ mod tests {
         let outside = base.path().join("outside");
         std::fs::create_dir(&outside).expect("made");
         std::fs::write(outside.join("keep"), "untouched").expect("written");
-        // What a killed process leaves: the directory, no one holding it.
-        let HeldDir { dir, _lock } = HeldDir::new(base.path(), STAGE_PREFIX).expect("made");
-        let left = dir.keep();
-        drop(_lock);
+        let left = left(base.path(), TEMP_PREFIX);
         std::fs::create_dir(left.join("nested")).expect("made");
         std::fs::write(left.join("nested/secret"), "a client's").expect("written");
         std::os::unix::fs::symlink(&outside, left.join("link")).expect("linked");
-        let held = HeldDir::new(base.path(), TEMP_PREFIX).expect("made");
-        assert_eq!(sweep(base.path(), &[own_uid()]), vec![left.clone()]);
+        nest(&left, too_deep());
+        let held = HeldDir::new(base.path(), TEMP_PREFIX, as_self()).expect("made");
+        assert_eq!(sweep(base.path(), &[own().0]), vec![left.clone()]);
         assert!(!left.exists());
         assert!(held.path().exists());
         assert_eq!(
             std::fs::read_to_string(outside.join("keep")).expect("read"),
             "untouched"
         );
+    }
+
+    #[test]
+    fn a_stage_is_removed_only_when_empty() {
+        let base = base();
+        let empty = left(base.path(), STAGE_PREFIX);
+        assert_eq!(sweep(base.path(), &[own().0]), vec![empty.clone()]);
+        let full = left(base.path(), STAGE_PREFIX);
+        std::fs::write(full.join("file"), "not a stage's").expect("written");
+        assert!(sweep(base.path(), &[own().0]).is_empty());
+        assert!(full.join("file").exists());
+        let held = HeldDir::new(base.path(), STAGE_PREFIX, Removal::Empty).expect("made");
+        let path = held.path().to_owned();
+        drop(held);
+        assert!(!path.exists());
     }
 
     #[test]
@@ -214,12 +403,17 @@ mod tests {
         std::fs::create_dir(&target).expect("made");
         let link = base.path().join(format!("{TEMP_PREFIX}link"));
         std::os::unix::fs::symlink(&target, &link).expect("linked");
-        let unheld = base.path().join(format!("{TEMP_PREFIX}unheld"));
-        std::fs::create_dir(&unheld).expect("made");
+        let unheld = left(base.path(), TEMP_PREFIX);
         // Someone else's directory of the name is not this process's to remove.
-        assert!(sweep(base.path(), &[own_uid().wrapping_add(1)]).is_empty());
+        assert!(sweep(base.path(), &[own().0.wrapping_add(1)]).is_empty());
         assert!(unheld.exists());
-        assert_eq!(sweep(base.path(), &[own_uid()]), vec![unheld.clone()]);
+        // Nor is anything in a base anyone may write to without the sticky bit.
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("made writable by all");
+        assert!(sweep(base.path(), &[own().0]).is_empty());
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o1777))
+            .expect("made sticky");
+        assert_eq!(sweep(base.path(), &[own().0]), vec![unheld.clone()]);
         assert!(other.exists() && target.exists() && link.exists());
     }
 

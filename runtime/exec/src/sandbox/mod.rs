@@ -217,7 +217,13 @@ impl Sandbox {
                 swept.len()
             );
         }
-        let temp = leftovers::HeldDir::new(&base, leftovers::TEMP_PREFIX)?;
+        // What commands write there belongs to the sandbox's user, who removes it.
+        let (uid, gid) = outside_ids(root);
+        let temp = leftovers::HeldDir::new(
+            &base,
+            leftovers::TEMP_PREFIX,
+            leftovers::Removal::Tree { uid, gid },
+        )?;
         let mut shadows = vec![PathBuf::from("/run")];
         let mut hidden = default_hidden();
         hidden.extend(options.hide.iter().cloned());
@@ -229,7 +235,8 @@ impl Sandbox {
                     source,
                 },
             )?;
-            let stage = leftovers::HeldDir::new(&base, leftovers::STAGE_PREFIX)?;
+            let stage =
+                leftovers::HeldDir::new(&base, leftovers::STAGE_PREFIX, leftovers::Removal::Empty)?;
             let plan = child::AsRoot {
                 idmap: idmap::namespace_for(&workspace).map_err(unenforceable)?,
                 workspace: c_path(&workspace)?,
@@ -249,7 +256,6 @@ impl Sandbox {
         } else {
             (None, None, workspace.clone())
         };
-        let (uid, gid) = outside_ids(root);
         for path in [temp.path(), &workspace_source] {
             if let Some(closed) = bwrap::impassable_ancestors(path, uid, gid).first() {
                 return Err(unenforceable(format!(
