@@ -239,27 +239,34 @@ async fn no_process_outlives_its_call_or_its_job() {
     }
 }
 
+/// `codemode run --exec sandbox --root workspace -` started with `program` on its input (and
+/// `TMPDIR` set to `tmp`, if given); its output is piped, its input closed.
+fn start_sandboxed_run(workspace: &Path, tmp: Option<&Path>, program: &str) -> std::process::Child {
+    let mut command = std::process::Command::new(codemode_binary());
+    command
+        .args(["run", "--exec", "sandbox", "--root"])
+        .arg(workspace)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(tmp) = tmp {
+        command.env("TMPDIR", tmp);
+    }
+    let mut child = command.spawn().expect("codemode runs");
+    use std::io::Write;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(program.as_bytes()).unwrap();
+    child
+}
+
 /// `codemode run --exec sandbox` killed with SIGKILL while a job's escaped process runs: the
 /// whole sandbox goes with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_process_outlives_a_killed_codemode() {
     let root = temp_dir("exec-killed");
     let program = "await tools.bash({ command: 'setsid -f sleep 1000.46; exec sleep 1000.47', description: 'Escape', run_in_background: true }); await tools.sleep({ ms: 600000 });";
-    let mut child = std::process::Command::new(codemode_binary())
-        .args(["run", "--exec", "sandbox", "--root"])
-        .arg(root.path())
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("codemode runs");
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(program.as_bytes()).unwrap();
-    }
-    let child = Reaped(child);
+    let child = Reaped(start_sandboxed_run(root.path(), None, program));
     assert!(until_running(&["sleep", "1000.46"], true).await);
     assert!(until_running(&["sleep", "1000.47"], true).await);
     drop(child);
@@ -355,22 +362,7 @@ async fn what_a_killed_codemode_leaves_goes_when_the_next_sandbox_starts() {
     let tmp = temp_dir("exec-left-tmp");
     // The sandbox's user must pass through it to its own directory.
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let start = |program: &str| {
-        let mut child = std::process::Command::new(codemode_binary())
-            .args(["run", "--exec", "sandbox", "--root"])
-            .arg(workspace.path())
-            .arg("-")
-            .env("TMPDIR", tmp.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("codemode runs");
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(program.as_bytes()).unwrap();
-        child
-    };
+    let start = |program: &str| start_sandboxed_run(workspace.path(), Some(tmp.path()), program);
     let killed = Reaped(start(
         "await tools.bash({ command: 'echo a client wrote this > /tmp/left-behind; exec sleep 1000.52', description: 'Hold', run_in_background: true }); await tools.sleep({ ms: 600000 });",
     ));

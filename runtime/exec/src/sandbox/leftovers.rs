@@ -84,25 +84,18 @@ impl HeldDir {
                     return Err(failed(e));
                 }
             };
-            match flock(&lock, libc::LOCK_EX) {
-                Ok(()) if same_file(&lock, &path) => {
-                    return Ok(Self {
-                        path,
-                        removal,
-                        lock: Some(lock),
-                    });
-                }
+            let lock = match flock(&lock, libc::LOCK_EX) {
+                Ok(()) if metadata_of(&lock).is_some_and(|held| names(&path, &held)) => Some(lock),
                 // Swept and perhaps made again by someone else: not ours to remove.
                 Ok(()) => continue,
                 // No lock on this filesystem: no sweep can take it either.
-                Err(_) => {
-                    return Ok(Self {
-                        path,
-                        removal,
-                        lock: None,
-                    });
-                }
-            }
+                Err(_) => None,
+            };
+            return Ok(Self {
+                path,
+                removal,
+                lock,
+            });
         }
     }
 
@@ -203,15 +196,13 @@ pub fn sweep(base: &Path, owners: &[u32]) -> Vec<PathBuf> {
             continue;
         }
         // What is locked is what was looked at, and what the path still names.
-        let held = fs::File::from(match lock.try_clone() {
-            Ok(fd) => fd,
-            Err(_) => continue,
-        })
-        .metadata();
-        let unchanged = held.is_ok_and(|held| {
-            held.dev() == found.dev() && held.ino() == found.ino() && held.uid() == found.uid()
+        let unchanged = metadata_of(&lock).is_some_and(|held| {
+            held.dev() == found.dev()
+                && held.ino() == found.ino()
+                && held.uid() == found.uid()
+                && names(&path, &held)
         });
-        if !unchanged || !same_file(&lock, &path) {
+        if !unchanged {
             continue;
         }
         // Held by this sweep while it removes, so its maker's protocol sees it gone if it was
@@ -263,17 +254,15 @@ fn flock(fd: &OwnedFd, operation: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// Whether `fd` is the directory at `path` now (not one removed and made again there).
-fn same_file(fd: &OwnedFd, path: &Path) -> bool {
-    let held = fs::File::from(match fd.try_clone() {
-        Ok(fd) => fd,
-        Err(_) => return false,
-    })
-    .metadata();
-    match (held, fs::symlink_metadata(path)) {
-        (Ok(held), Ok(there)) => held.dev() == there.dev() && held.ino() == there.ino(),
-        _ => false,
-    }
+/// The metadata of the file `fd` is open on.
+fn metadata_of(fd: &OwnedFd) -> Option<fs::Metadata> {
+    fs::File::from(fd.try_clone().ok()?).metadata().ok()
+}
+
+/// Whether `path` names the file `held` describes now (not one removed and made again there).
+fn names(path: &Path, held: &fs::Metadata) -> bool {
+    fs::symlink_metadata(path)
+        .is_ok_and(|there| there.dev() == held.dev() && there.ino() == held.ino())
 }
 
 #[cfg(test)]
